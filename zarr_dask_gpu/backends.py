@@ -1,0 +1,73 @@
+"""Backends of a read task: where a block's chunks are read, decoded and assembled.
+
+A backend turns the stored chunks a block needs into arrays on its device; ``task.read_region``
+assembles them. The GPU backend lives in ``gpu/`` and is imported only when asked for.
+"""
+
+import contextlib
+import functools
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
+
+import numpy as np
+
+from .codecs.cpu import decode_chunk
+from .device import Device
+from .io import HostReader, cpu_threads
+from .metadata import ArrayInfo
+from .plan import ChunkPiece
+
+
+class Backend(Protocol):
+    """Reads and decodes the chunks of a block into arrays that live where the backend says."""
+
+    xp: Any
+    """The array module of the backend's blocks (numpy or cupy)."""
+
+    def context(self) -> contextlib.AbstractContextManager[None]:
+        """Held while a task decodes and assembles (the GPU backend's CUDA stream)."""
+        ...
+
+    def decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece]) -> list[Any | None]:
+        """Each piece's whole chunk as an array of the chunk's shape, or None if it is missing.
+
+        Raises
+        ------
+        ChunkDecodeError
+            A chunk is damaged; the message names its key.
+        """
+        ...
+
+
+class CpuBackend:
+    """Parallel preads and zarr-python/numcodecs decode into numpy."""
+
+    xp = np
+
+    @contextlib.contextmanager
+    def context(self) -> Iterator[None]:
+        yield
+
+    def decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece]) -> list[np.ndarray | None]:
+        staged = HostReader().read([info.chunk_path(p.coords) for p in pieces])
+        view = memoryview(staged.buffer)
+
+        def one(i: int) -> np.ndarray | None:
+            off, n = staged.offsets[i], staged.sizes[i]
+            return None if off < 0 else decode_chunk(info, pieces[i].coords, view[off : off + n])
+
+        if len(pieces) < 2:
+            return [one(i) for i in range(len(pieces))]
+        with ThreadPoolExecutor(min(cpu_threads(), len(pieces))) as ex:  # numcodecs frees the GIL
+            return list(ex.map(one, range(len(pieces))))
+
+
+@functools.cache
+def get_backend(device: Device) -> Backend:
+    """The process's backend for ``device`` (one per process: the GPU one holds streams and codecs)."""
+    if device == "gpu":
+        from .gpu.backend import GpuBackend
+
+        return GpuBackend()
+    return CpuBackend()

@@ -1,0 +1,1 @@
+"""Decoding of stored chunks: chain classification, header checks, CPU and GPU decoders."""

@@ -1,0 +1,75 @@
+"""CPU decoding of whole stored chunks with zarr-python's own codec chain."""
+
+import threading
+
+import numpy as np
+from zarr.core.array import create_codec_pipeline
+from zarr.core.array_spec import ArrayConfig, ArraySpec
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.buffer.cpu import Buffer
+from zarr.core.chunk_utils import ChunkTransform
+from zarr.core.codec_pipeline import AsyncChunkTransform
+from zarr.core.metadata import ArrayV2Metadata
+from zarr.core.sync import sync
+
+from ..errors import ChunkDecodeError
+from ..metadata import ArrayInfo
+from . import headers
+
+_lock = threading.Lock()
+_transforms: dict[str, tuple[object, ArraySpec]] = {}
+
+
+def _transform(info: ArrayInfo) -> tuple[object, ArraySpec]:
+    """zarr-python's chunk transform and chunk spec for ``info``, built once per process."""
+    token = info.token
+    with _lock:
+        if token not in _transforms:
+            meta = info.metadata
+            codecs = tuple(create_codec_pipeline(meta))
+            order = meta.order if isinstance(meta, ArrayV2Metadata) else "C"
+            spec = ArraySpec(
+                shape=info.chunks,
+                dtype=meta.dtype if isinstance(meta, ArrayV2Metadata) else meta.data_type,
+                fill_value=meta.fill_value,
+                config=ArrayConfig.from_dict({"order": order}),
+                prototype=default_buffer_prototype(),
+            )
+            try:
+                transform: object = ChunkTransform(codecs=codecs)
+            except TypeError:  # a codec without a synchronous path
+                transform = AsyncChunkTransform(codecs=codecs)
+            _transforms[token] = (transform, spec)
+        return _transforms[token]
+
+
+def decode_chunk(info: ArrayInfo, coords: tuple[int, ...], data: memoryview) -> np.ndarray:
+    """Decode one stored chunk into a native-byte-order array of the chunk's shape.
+
+    Raises
+    ------
+    ChunkDecodeError
+        The chunk is damaged or decodes to the wrong size; the message names its key.
+    """
+    key = info.chunk_key(coords)
+    chain = info.chain.gpu
+    expected = int(np.prod(info.chunks)) * info.dtype.itemsize
+    if chain is not None:
+        why = headers.check(chain.compression, data, expected)
+        if why:
+            raise ChunkDecodeError(info.location, key, why)
+    elif len(data) == 0:
+        raise ChunkDecodeError(info.location, key, "the stored chunk is empty (0 bytes)")
+    transform, spec = _transform(info)
+    try:
+        buf = Buffer.from_bytes(data)
+        if isinstance(transform, ChunkTransform):
+            out = transform.decode_chunk(buf, spec)
+        else:
+            out = sync(transform.decode_chunk(buf, spec))
+        arr = out.as_numpy_array()
+    except Exception as e:  # numcodecs and zarr raise many types for damaged data
+        raise ChunkDecodeError(info.location, key, f"decode failed: {type(e).__name__}: {e}") from e
+    if arr.shape != info.chunks:
+        raise ChunkDecodeError(info.location, key, f"decoded to shape {arr.shape}, expected {info.chunks}")
+    return arr.astype(info.dtype, copy=False)

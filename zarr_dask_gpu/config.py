@@ -1,0 +1,27 @@
+"""Configuration defaults, under dask.config's ``zarr_dask_gpu`` namespace.
+
+Each key can be set with ``dask.config.set({"zarr_dask_gpu.<key>": value})`` or the environment
+variable ``DASK_ZARR_DASK_GPU__<KEY>`` (dask's convention).
+"""
+
+from typing import Any
+
+import dask.config
+
+DEFAULTS: dict[str, Any] = {
+    # target size of one dask block when chunks=None ("auto"): many zarr chunks per task
+    "block-size": "256MiB",
+    # raise MissingChunkError instead of filling absent chunks with the fill value
+    "strict": False,
+    # threads a CPU-mode task uses for preads and decode; 0 means os.cpu_count()
+    "cpu-threads": 0,
+    # kvikio IO threads per process on the GPU path; 0 means os.cpu_count()
+    "kvikio-threads": 0,
+}
+
+dask.config.update_defaults({"zarr_dask_gpu": DEFAULTS})
+
+
+def get(key: str) -> Any:
+    """Return the configured value of ``zarr_dask_gpu.<key>``."""
+    return dask.config.get(f"zarr_dask_gpu.{key}")

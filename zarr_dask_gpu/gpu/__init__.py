@@ -1,0 +1,4 @@
+"""The GPU path: kvikio reads, structure checks, batched nvCOMP decode. Imports cupy, kvikio, nvCOMP.
+
+Nothing outside this package imports it at module level, so the rest imports on CPU-only machines.
+"""

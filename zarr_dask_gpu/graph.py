@@ -1,0 +1,104 @@
+"""Building the dask array: one task per block, lazy, reading no chunk data."""
+
+import warnings
+from typing import Any
+
+import dask.array as da
+import numpy as np
+from dask.array.slicing import normalize_index
+from dask.base import tokenize
+
+from . import config
+from .device import Device, resolve_device
+from .errors import ZarrGpuWarning
+from .metadata import ArrayInfo, open_array_info
+from .plan import block_chunks
+from .task import read_region, region_of
+
+_warned: set[str] = set()
+
+
+class ZarrRegionReader:
+    """An array-like over a zarr array whose ``__getitem__`` reads a box with this package's tasks.
+
+    dask's ``from_array`` slices it once per block (and fuses later basic slicing into those
+    calls), so a task reads only the stored chunks its selection overlaps.
+    """
+
+    def __init__(self, info: ArrayInfo, device: Device, strict: bool) -> None:
+        self.info, self.device, self.strict = info, device, strict
+        self.shape, self.dtype, self.ndim = info.shape, info.dtype, len(info.shape)
+
+    def __getitem__(self, index: Any) -> Any:
+        start, stop, post = region_of(normalize_index(index, self.shape), self.shape)
+        return read_region(self.info, start, stop, self.device, self.strict)[post]
+
+
+def _meta(device: Device, ndim: int, dtype: np.dtype) -> Any:
+    if device == "gpu":
+        import cupy
+
+        return cupy.empty((0,) * ndim, dtype=dtype)
+    return np.empty((0,) * ndim, dtype=dtype)
+
+
+def from_zarr_gpu(
+    store: Any,
+    component: str | None = None,
+    *,
+    chunks: Any = None,
+    device: str = "auto",
+    strict: bool | None = None,
+    name: str | None = None,
+) -> da.Array:
+    """A lazy dask array over a zarr v2 or v3 array, whose blocks are read on the GPU.
+
+    Parameters
+    ----------
+    store
+        Path of a local zarr array or group, or an open ``zarr.Array`` in a local store.
+    component
+        The array's path inside a group, as in ``dask.array.from_zarr``.
+    chunks
+        Dask's forms (int, tuple, dict, "auto") or a byte size such as "512MiB". Default: blocks of
+        about ``zarr_dask_gpu.block-size`` (256 MiB) made of whole stored chunks.
+    device
+        "gpu" (cupy blocks), "cpu" (numpy blocks) or "auto" (gpu when usable).
+    strict
+        Raise ``MissingChunkError`` for absent chunks instead of reading the fill value.
+        Default: ``zarr_dask_gpu.strict``.
+    name
+        The dask key prefix; default: a deterministic token of the array and its blocks.
+
+    Returns
+    -------
+    dask.array.Array
+        Cupy blocks with cupy ``meta`` on the GPU, numpy otherwise. Building it reads only metadata.
+
+    Raises
+    ------
+    MetadataError
+        The metadata is missing or invalid, or ``component`` leaves the store.
+    """
+    info = open_array_info(store, component)
+    dev = resolve_device(device)
+    strict = bool(config.get("strict")) if strict is None else strict
+    blocks = block_chunks(chunks, info.shape, info.chunks, info.dtype, config.get("block-size"))
+    if dev == "gpu" and info.chain.gpu is None and info.location not in _warned:
+        _warned.add(info.location)
+        warnings.warn(
+            f"{info.location}: {info.chain.cpu_reason}; its chunks decode on the CPU and are copied "
+            "to the GPU",
+            ZarrGpuWarning,
+            stacklevel=2,
+        )
+    name = name or f"from-zarr-gpu-{tokenize(info.token, blocks, dev, strict)}"
+    return da.from_array(
+        ZarrRegionReader(info, dev, strict),
+        chunks=blocks,
+        name=name,
+        asarray=False,
+        fancy=False,
+        lock=False,
+        meta=_meta(dev, len(info.shape), info.dtype),
+    )

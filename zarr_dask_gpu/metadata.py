@@ -1,0 +1,116 @@
+"""Open a zarr array's metadata and describe it in a small, picklable form for the tasks."""
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import zarr
+from dask.base import tokenize
+from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
+from zarr.storage import LocalStore
+
+from .codecs.chain import ChainPlan, classify
+from .errors import MetadataError
+
+
+@dataclass(frozen=True, eq=False)
+class ArrayInfo:
+    """What a read task needs to know of one zarr array; building it reads no chunk data.
+
+    Attributes
+    ----------
+    root
+        Absolute path of the store's root folder.
+    path
+        The array's path inside the store ("" for a store that is itself the array).
+    shape, chunks
+        Array shape and the shape of one stored chunk (for a sharded array, of one shard).
+    dtype
+        The native-byte-order dtype blocks are returned in.
+    fill_value
+        Value of absent chunks.
+    metadata
+        zarr-python's parsed metadata, for chunk keys and CPU decoding.
+    chain
+        The codec chain and what the GPU decodes of it.
+    """
+
+    root: str
+    path: str
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    dtype: np.dtype
+    fill_value: Any
+    metadata: ArrayV2Metadata | ArrayV3Metadata
+    chain: ChainPlan
+
+    @property
+    def location(self) -> str:
+        """The array's folder, as error messages name it."""
+        return os.path.join(self.root, self.path) if self.path else self.root
+
+    @property
+    def zarr_format(self) -> int:
+        return self.metadata.zarr_format
+
+    @property
+    def token(self) -> str:
+        """A deterministic name for this array's current metadata."""
+        return tokenize(self.location, self.metadata.to_dict())
+
+    def chunk_key(self, coords: tuple[int, ...]) -> str:
+        """The key of chunk ``coords`` relative to the array, such as ``c/1/2`` or ``1.2``."""
+        return self.metadata.encode_chunk_key(coords)
+
+    def chunk_path(self, coords: tuple[int, ...]) -> str:
+        return os.path.join(self.location, *self.chunk_key(coords).split("/"))
+
+
+def _safe_component(component: str) -> str:
+    parts = component.replace("\\", "/").split("/")
+    if component.startswith(("/", "\\")) or ".." in parts:
+        raise MetadataError(f"component {component!r} leaves the store root")
+    return "/".join(p for p in parts if p not in ("", "."))
+
+
+def open_array_info(store: Any, component: str | None = None) -> ArrayInfo:
+    """Open the zarr array at ``store`` (a local path or a ``zarr.Array``) and describe it.
+
+    Raises
+    ------
+    MetadataError
+        The metadata is missing, unreadable or invalid, or ``component`` leaves the store.
+    """
+    if isinstance(store, zarr.Array):
+        if component is not None:
+            raise ValueError("component cannot be given with an open zarr.Array")
+        if not isinstance(store.store, LocalStore):
+            raise TypeError(f"only arrays in a local folder are supported, not {type(store.store).__name__}")
+        root, path, arr = str(store.store.root), store.path, store
+    elif isinstance(store, str | os.PathLike):
+        root = os.path.abspath(os.fspath(store))
+        path = _safe_component(component or "")
+        try:
+            arr = zarr.open_array(LocalStore(root, read_only=True), path=path, mode="r")
+        except Exception as e:  # zarr raises many types; we give one, naming the path
+            where = os.path.join(root, path) if path else root
+            raise MetadataError(f"cannot open a zarr array at {where}: {type(e).__name__}: {e}") from e
+    else:
+        raise TypeError(f"store must be a local path or a zarr.Array, not {type(store).__name__}")
+
+    meta = arr.metadata
+    dtype = np.dtype(arr.dtype)
+    if dtype.kind not in "biufc":
+        raise MetadataError(f"{root}/{path}: dtype {dtype} is not numeric; only numeric arrays are read")
+    fill = arr.fill_value if arr.fill_value is not None else 0
+    return ArrayInfo(
+        root=root,
+        path=path,
+        shape=tuple(arr.shape),
+        chunks=tuple(arr.chunks) if arr.shards is None else tuple(arr.shards),
+        dtype=dtype.newbyteorder("="),
+        fill_value=np.asarray(fill, dtype=dtype).item(),
+        metadata=meta,
+        chain=classify(meta),
+    )

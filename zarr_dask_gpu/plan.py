@@ -1,0 +1,83 @@
+"""Planning: which stored chunks a block needs and where each lands (pure functions, CPU-only)."""
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+from dask.array.core import normalize_chunks
+from dask.utils import parse_bytes
+
+
+@dataclass(frozen=True)
+class ChunkPiece:
+    """One stored chunk's contribution to a block.
+
+    Attributes
+    ----------
+    coords
+        The chunk's grid coordinates.
+    chunk_sel
+        The part of the chunk the block needs.
+    block_sel
+        Where that part lands in the block.
+    """
+
+    coords: tuple[int, ...]
+    chunk_sel: tuple[slice, ...]
+    block_sel: tuple[slice, ...]
+
+
+def block_pieces(start: tuple[int, ...], stop: tuple[int, ...], chunks: tuple[int, ...]) -> list[ChunkPiece]:
+    """Every stored chunk overlapping the box ``[start, stop)``, with the overlap on both sides."""
+    per_axis = []
+    for lo, hi, c in zip(start, stop, chunks, strict=True):
+        if hi <= lo:
+            return []
+        axis = []
+        for i in range(lo // c, (hi - 1) // c + 1):
+            a, b = max(lo, i * c), min(hi, (i + 1) * c)
+            axis.append((i, slice(a - i * c, b - i * c), slice(a - lo, b - lo)))
+        per_axis.append(axis)
+    return [
+        ChunkPiece(tuple(p[0] for p in combo), tuple(p[1] for p in combo), tuple(p[2] for p in combo))
+        for combo in itertools.product(*per_axis)
+    ]
+
+
+def block_chunks(
+    chunks: object,
+    shape: tuple[int, ...],
+    stored: tuple[int, ...],
+    dtype: np.dtype,
+    default_size: str | int,
+) -> tuple[tuple[int, ...], ...]:
+    """Dask block sizes for an array of ``shape`` stored in chunks of ``stored``.
+
+    ``chunks`` takes dask's forms (int, tuple, dict, "auto") and a byte size such as "512MiB";
+    ``None`` means blocks of about ``default_size`` bytes. "auto", byte sizes and ``None`` give
+    blocks that are whole multiples of the stored chunks, never smaller than one.
+    """
+    limit = None
+    if chunks is None:
+        chunks, limit = "auto", parse_bytes(default_size)
+    elif isinstance(chunks, str) and chunks != "auto":
+        chunks, limit = "auto", parse_bytes(chunks)
+    elif chunks == "auto":
+        limit = parse_bytes(default_size)
+    if chunks != "auto":
+        return normalize_chunks(chunks, shape, dtype=dtype)
+    return _aligned_blocks(shape, stored, dtype.itemsize, limit)
+
+
+def _aligned_blocks(
+    shape: tuple[int, ...], stored: tuple[int, ...], itemsize: int, limit: int
+) -> tuple[tuple[int, ...], ...]:
+    # grow whole stored chunks from the last axis to the first, keeping each block contiguous-ish
+    block = [min(c, s) if s else c for c, s in zip(stored, shape, strict=True)]
+    for axis in reversed(range(len(shape))):
+        other = itemsize * int(np.prod([b for i, b in enumerate(block) if i != axis], dtype=np.int64))
+        n = max(limit // max(other * stored[axis], 1), 1)
+        block[axis] = min(n * stored[axis], max(shape[axis], 1))
+        if n * stored[axis] < shape[axis]:
+            break
+    return normalize_chunks(tuple(block), shape)

@@ -1,0 +1,60 @@
+"""The worker-side read of one block: plan, read, decode, assemble."""
+
+from typing import Any
+
+import numpy as np
+
+from .backends import get_backend
+from .device import Device
+from .errors import MissingChunkError
+from .metadata import ArrayInfo
+from .plan import block_pieces
+
+
+def read_region(
+    info: ArrayInfo, start: tuple[int, ...], stop: tuple[int, ...], device: Device, strict: bool
+) -> Any:
+    """The box ``[start, stop)`` of the array, as a numpy (cpu) or cupy (gpu) array.
+
+    Missing chunks read as the fill value, or raise ``MissingChunkError`` when ``strict``.
+    """
+    backend = get_backend(device)
+    xp = backend.xp
+    shape = tuple(b - a for a, b in zip(start, stop, strict=True))
+    pieces = block_pieces(start, stop, info.chunks)
+    with backend.context():
+        chunks = backend.decode(info, pieces)
+        missing = [p for p, c in zip(pieces, chunks, strict=True) if c is None]
+        if missing and strict:
+            raise MissingChunkError(info.location, info.chunk_key(missing[0].coords), "chunk is missing")
+        if missing or not pieces:
+            out = xp.full(shape, info.fill_value, dtype=info.dtype)
+        else:
+            out = xp.empty(shape, dtype=info.dtype)
+        for piece, chunk in zip(pieces, chunks, strict=True):
+            if chunk is not None:
+                out[piece.block_sel] = chunk[piece.chunk_sel]
+        return out
+
+
+def region_of(index: tuple, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tuple]:
+    """Split a basic index into the box it touches and the selection to apply inside that box."""
+    start, stop, post = [], [], []
+    for ix, n in zip(index, shape, strict=True):
+        if isinstance(ix, slice):
+            r = range(*ix.indices(n))
+            if not len(r):
+                lo, hi = 0, 0
+                post.append(slice(0, 0))
+            else:
+                lo, hi = min(r[0], r[-1]), max(r[0], r[-1]) + 1
+                end = r[-1] - lo + (1 if r.step > 0 else -1)
+                post.append(slice(r[0] - lo, end if end >= 0 else None, r.step))
+        elif isinstance(ix, int | np.integer):
+            lo, hi = int(ix), int(ix) + 1
+            post.append(0)
+        else:
+            raise TypeError(f"unsupported index {ix!r}")
+        start.append(lo)
+        stop.append(hi)
+    return tuple(start), tuple(stop), tuple(post)
