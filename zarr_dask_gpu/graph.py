@@ -13,7 +13,7 @@ from .device import Device, resolve_device
 from .errors import ZarrGpuWarning
 from .metadata import ArrayInfo, open_array_info
 from .plan import block_chunks
-from .task import read_region, region_of
+from .task import read_region, region_of, select
 
 _warned: set[str] = set()
 
@@ -21,8 +21,9 @@ _warned: set[str] = set()
 class ZarrRegionReader:
     """An array-like over a zarr array whose ``__getitem__`` reads a box with this package's tasks.
 
-    dask's ``from_array`` slices it once per block (and fuses later basic slicing into those
-    calls), so a task reads only the stored chunks its selection overlaps.
+    dask's ``from_array`` slices it once per block and fuses later slicing into those calls, so a
+    task reads only the stored chunks its selection overlaps. (``fancy=True`` is what lets dask
+    fuse: with ``getter_nofancy`` its slice fusion stops.)
     """
 
     def __init__(self, info: ArrayInfo, device: Device, strict: bool) -> None:
@@ -31,7 +32,7 @@ class ZarrRegionReader:
 
     def __getitem__(self, index: Any) -> Any:
         start, stop, post = region_of(normalize_index(index, self.shape), self.shape)
-        return read_region(self.info, start, stop, self.device, self.strict)[post]
+        return select(read_region(self.info, start, stop, self.device, self.strict), post)
 
 
 def _meta(device: Device, ndim: int, dtype: np.dtype) -> Any:
@@ -98,7 +99,6 @@ def from_zarr_gpu(
         chunks=blocks,
         name=name,
         asarray=False,
-        fancy=False,
         lock=False,
         meta=_meta(dev, len(info.shape), info.dtype),
     )

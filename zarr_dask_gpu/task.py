@@ -38,7 +38,8 @@ def read_region(
 
 
 def region_of(index: tuple, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tuple]:
-    """Split a basic index into the box it touches and the selection to apply inside that box."""
+    """Split an index (slices, integers, integer or boolean arrays) into the box it touches and the
+    selection to apply inside that box."""
     start, stop, post = [], [], []
     for ix, n in zip(index, shape, strict=True):
         if isinstance(ix, slice):
@@ -53,8 +54,20 @@ def region_of(index: tuple, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tu
         elif isinstance(ix, int | np.integer):
             lo, hi = int(ix), int(ix) + 1
             post.append(0)
-        else:
-            raise TypeError(f"unsupported index {ix!r}")
+        else:  # an integer or boolean array
+            ix = np.asarray(ix)
+            ix = np.flatnonzero(ix) if ix.dtype == bool else np.where(ix < 0, ix + n, ix)
+            lo, hi = (int(ix.min()), int(ix.max()) + 1) if ix.size else (0, 0)
+            post.append(ix - lo)
         start.append(lo)
         stop.append(hi)
     return tuple(start), tuple(stop), tuple(post)
+
+
+def select(arr: Any, post: tuple) -> Any:
+    """Apply ``region_of``'s selection; several arrays index orthogonally, as dask means them."""
+    if sum(isinstance(p, np.ndarray) for p in post) < 2:
+        return arr[post]
+    for axis in reversed(range(len(post))):  # later axes first, so earlier ones keep their place
+        arr = arr[(slice(None),) * axis + (post[axis],)]
+    return arr

@@ -1,0 +1,135 @@
+"""Damaged chunks and metadata raise typed errors that name the path and key; never zeros."""
+
+import json
+import os
+
+import numcodecs
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import ZstdCodec
+
+from zarr_dask_gpu import ChunkDecodeError, MetadataError, MissingChunkError, from_zarr_gpu
+
+from .conftest import host, sample
+
+V2 = {
+    "none": None,
+    "zstd": numcodecs.Zstd(level=1),
+    "gzip": numcodecs.GZip(level=1),
+    "zlib": numcodecs.Zlib(level=1),
+    "lz4": numcodecs.LZ4(),
+}
+
+
+def _damage(kind, data, codec):
+    rng = np.random.default_rng(1)
+    if kind == "truncated":
+        return data[: len(data) // 2]
+    if kind == "truncated-by-one":
+        return data[:-1]
+    if kind == "empty":
+        return b""
+    if kind == "garbage":
+        return rng.integers(0, 256, len(data), dtype=np.uint8).tobytes()
+    if kind == "claims-larger":  # a valid stream of twice the chunk's size
+        raw = codec.decode(data) if codec else data
+        return codec.encode(bytes(raw) * 2) if codec else bytes(raw) * 2
+    raise ValueError(kind)
+
+
+def _write(tmp_path, codec, fmt=2):
+    kw = {"compressors": V2[codec]} if fmt == 2 else {"compressors": [ZstdCodec(level=1)] if codec else []}
+    a = zarr.create_array(tmp_path / "a.zarr", shape=(64, 64), chunks=(16, 32), dtype="f4", zarr_format=fmt, **kw)
+    a[...] = sample(a.shape, "f4")
+    return a
+
+
+@pytest.mark.parametrize("kind", ["truncated", "truncated-by-one", "empty", "garbage", "claims-larger"])
+@pytest.mark.parametrize("codec", list(V2))
+def test_damaged_chunk_raises_naming_key(tmp_path, device, codec, kind):
+    if codec == "none" and kind == "garbage":
+        pytest.skip("raw bytes of the right length are valid data")
+    a = _write(tmp_path, codec)
+    key = "1.0"
+    path = tmp_path / "a.zarr" / key
+    data = path.read_bytes()
+    path.write_bytes(_damage(kind, data, V2[codec]))
+    x = from_zarr_gpu(tmp_path / "a.zarr", chunks=(32, 64), device=device)
+    with pytest.raises(ChunkDecodeError) as e:
+        x.compute()
+    assert e.value.key == key
+    assert key in str(e.value) and str(tmp_path / "a.zarr") in str(e.value)
+    # blocks without the damaged chunk still read, and a good array reads in the same process
+    np.testing.assert_array_equal(host(x[32:].compute()), a[32:])
+    path.write_bytes(data)
+    np.testing.assert_array_equal(host(x.compute()), a[...])
+
+
+@pytest.mark.parametrize("kind", ["truncated", "empty", "garbage", "claims-larger"])
+def test_damaged_v3_chunk_names_v3_key(tmp_path, device, kind):
+    _write(tmp_path, "zstd", fmt=3)
+    path = tmp_path / "a.zarr" / "c" / "2" / "1"
+    path.write_bytes(_damage(kind, path.read_bytes(), numcodecs.Zstd()))
+    with pytest.raises(ChunkDecodeError, match="c/2/1"):
+        from_zarr_gpu(tmp_path / "a.zarr", device=device).compute()
+
+
+def test_raw_chunk_of_wrong_length(tmp_path, device):
+    _write(tmp_path, "none", fmt=3)
+    path = tmp_path / "a.zarr" / "c" / "0" / "1"
+    path.write_bytes(path.read_bytes() + b"\0" * 8)
+    with pytest.raises(ChunkDecodeError, match="c/0/1"):
+        from_zarr_gpu(tmp_path / "a.zarr", device=device).compute()
+
+
+def test_strict_mode_raises_for_missing_chunks(tmp_path, device):
+    a = zarr.create_array(tmp_path / "a.zarr", shape=(8,), chunks=(4,), dtype="i4")
+    a[:4] = 1
+    x = from_zarr_gpu(tmp_path / "a.zarr", device=device, strict=True)
+    with pytest.raises(MissingChunkError, match="c/1"):
+        x.compute()
+    np.testing.assert_array_equal(host(x[:4].compute()), [1, 1, 1, 1])
+
+
+def _edit_metadata(tmp_path, edit):
+    zarr.create_array(tmp_path / "a.zarr", shape=(8,), chunks=(4,), dtype="i4")
+    meta = tmp_path / "a.zarr" / "zarr.json"
+    doc = json.loads(meta.read_text())
+    text = edit(doc)
+    meta.write_text(text if isinstance(text, str) else json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: "{not json",
+        lambda d: d["codecs"].append({"name": "no-such-codec"}),
+        lambda d: d.update(unknown_field={"x": 1}),
+        lambda d: d.update(shape=[-8]),
+    ],
+    ids=["invalid-json", "unknown-codec", "unknown-field", "negative-shape"],
+)
+def test_bad_metadata_raises_at_open(tmp_path, edit):
+    _edit_metadata(tmp_path, edit)
+    with pytest.raises(MetadataError, match=str(tmp_path / "a.zarr")):
+        from_zarr_gpu(tmp_path / "a.zarr", device="cpu")
+
+
+def test_unknown_field_that_need_not_be_understood_opens(tmp_path):
+    _edit_metadata(tmp_path, lambda d: d.update(extra={"must_understand": False}))
+    assert from_zarr_gpu(tmp_path / "a.zarr", device="cpu").shape == (8,)
+
+
+def test_missing_array_raises_metadata_error(tmp_path):
+    with pytest.raises(MetadataError, match="nothing-here"):
+        from_zarr_gpu(tmp_path / "nothing-here", device="cpu")
+
+
+@pytest.mark.parametrize("component", ["../x", "sub/../../x", "/etc", "..\\x"])
+def test_component_leaving_the_store_is_rejected(tmp_path, component):
+    g = zarr.open_group(tmp_path / "g.zarr", mode="w")
+    g.create_array("x", shape=(2,), dtype="i1")
+    os.makedirs(tmp_path / "x", exist_ok=True)
+    with pytest.raises(MetadataError, match="leaves the store root"):
+        from_zarr_gpu(tmp_path / "g.zarr", component, device="cpu")

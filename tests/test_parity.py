@@ -1,0 +1,170 @@
+"""Values equal zarr-python's CPU read across formats, dtypes, codec chains and layouts."""
+
+import numcodecs
+from zarr.codecs import numcodecs as nz3
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, TransposeCodec, ZstdCodec
+
+from zarr_dask_gpu import from_zarr_gpu
+
+from .conftest import host, sample
+
+DTYPES = ["bool", "i1", "u1", "i2", "u2", "i4", "u4", "i8", "u8", "f2", "f4", "f8", "c8", "c16"]
+BIG = [">i2", ">u4", ">i8", ">f4", ">f8", ">c8", ">c16"]
+
+V3_COMPRESSORS = {
+    "none": [],
+    "zstd": [ZstdCodec(level=1)],
+    "zstd-checksum": [ZstdCodec(level=3, checksum=True)],
+    "gzip": [GzipCodec(level=1)],
+    "zlib": [nz3.Zlib(level=1)],
+    "lz4": [nz3.LZ4()],
+    "blosc": [BloscCodec(cname="lz4", shuffle="shuffle")],  # CPU fallback in this release
+    "crc32c": [ZstdCodec(level=1), Crc32cCodec()],  # CPU fallback in this release
+}
+V2_COMPRESSORS = {
+    "none": None,
+    "zstd": numcodecs.Zstd(level=1),
+    "gzip": numcodecs.GZip(level=1),
+    "zlib": numcodecs.Zlib(level=1),
+    "lz4": numcodecs.LZ4(),
+    "blosc": numcodecs.Blosc(cname="zstd", shuffle=numcodecs.Blosc.BITSHUFFLE),
+}
+
+
+def _check(path, device, chunks=None, component=None, **kw):
+    ref = zarr.open_array(path, path=component or "", mode="r")[...]
+    x = from_zarr_gpu(path, component, chunks=chunks, device=device, **kw)
+    got = host(x.compute())
+    assert got.shape == ref.shape
+    assert got.dtype == ref.dtype.newbyteorder("=")
+    np.testing.assert_array_equal(got, ref)
+    return x
+
+
+@pytest.mark.filterwarnings("ignore::zarr_dask_gpu.ZarrGpuWarning")
+@pytest.mark.parametrize("codec", list(V3_COMPRESSORS))
+@pytest.mark.parametrize("dtype", DTYPES + BIG)
+def test_v3_dtypes_and_codecs(tmp_path, device, dtype, codec):
+    dt = np.dtype(dtype)
+    serializer = BytesCodec(endian="big" if dt.byteorder == ">" else "little")
+    a = zarr.create_array(
+        tmp_path / "a.zarr", shape=(37, 29), chunks=(16, 10), dtype=dt.newbyteorder("="),
+        serializer=serializer, compressors=V3_COMPRESSORS[codec], fill_value=0,
+    )
+    a[...] = sample(a.shape, dt.newbyteorder("="))
+    _check(tmp_path / "a.zarr", device, chunks=(20, 29))
+
+
+@pytest.mark.filterwarnings("ignore::zarr_dask_gpu.ZarrGpuWarning")
+@pytest.mark.parametrize("codec", list(V2_COMPRESSORS))
+@pytest.mark.parametrize("dtype", DTYPES + BIG)
+def test_v2_dtypes_and_codecs(tmp_path, device, dtype, codec):
+    a = zarr.create_array(
+        tmp_path / "a.zarr", shape=(33, 41), chunks=(8, 16), dtype=dtype, zarr_format=2,
+        compressors=V2_COMPRESSORS[codec], fill_value=0,
+    )
+    a[...] = sample(a.shape, dtype)
+    _check(tmp_path / "a.zarr", device, chunks=(9, 41))
+
+
+@pytest.mark.parametrize("separator", [".", "/"])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_v2_order_and_separator(tmp_path, device, order, separator):
+    a = zarr.create_array(
+        tmp_path / "a.zarr", shape=(20, 13, 7), chunks=(6, 5, 4), dtype=">f8", zarr_format=2,
+        order=order, chunk_key_encoding={"name": "v2", "separator": separator},
+        compressors=numcodecs.Zstd(level=1),
+    )
+    a[...] = sample(a.shape, "f8")
+    _check(tmp_path / "a.zarr", device, chunks=(7, 13, 3))
+
+
+@pytest.mark.parametrize("order", [(1, 0, 2), (2, 1, 0), (0, 1, 2)])
+@pytest.mark.parametrize("separator", ["/", "."])
+def test_v3_transpose_and_key_encoding(tmp_path, device, order, separator):
+    a = zarr.create_array(
+        tmp_path / "a.zarr", shape=(11, 9, 14), chunks=(4, 5, 6), dtype="i4",
+        filters=[TransposeCodec(order=order)], compressors=[ZstdCodec(level=1)],
+        chunk_key_encoding={"name": "default", "separator": separator},
+    )
+    a[...] = sample(a.shape, "i4")
+    _check(tmp_path / "a.zarr", device, chunks=(5, 9, 7))
+
+
+@pytest.mark.parametrize("fill", [np.nan, -7.5, 0.0])
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_missing_chunks_read_as_fill(tmp_path, device, fill, fmt):
+    a = zarr.create_array(
+        tmp_path / "a.zarr", shape=(40, 30), chunks=(10, 10), dtype="f4", fill_value=fill, zarr_format=fmt
+    )
+    a[12:18, 3:25] = sample((6, 22), "f4")  # most chunks are never written
+    x = _check(tmp_path / "a.zarr", device)
+    assert np.isnan(host(x[0, 0].compute())) == np.isnan(fill)
+
+
+def test_missing_chunks_complex_and_int_fill(tmp_path, device):
+    a = zarr.create_array(tmp_path / "a.zarr", shape=(9,), chunks=(4,), dtype="c8", fill_value=1 + 2j)
+    a[:3] = [1, 2, 3]
+    _check(tmp_path / "a.zarr", device)
+    b = zarr.create_array(tmp_path / "b.zarr", shape=(9,), chunks=(4,), dtype=">u2", fill_value=513)
+    b[5:] = 9
+    _check(tmp_path / "b.zarr", device)
+
+
+@pytest.mark.parametrize(
+    "shape,chunks,dask_chunks",
+    [
+        ((100,), (7,), (13,)),  # ragged on both grids, unaligned
+        ((5, 3), (64, 64), None),  # chunk larger than the array
+        ((31, 17, 5), (8, 4, 5), (11, 6, 2)),
+        ((64, 64), (16, 16), "auto"),
+        ((64, 64), (16, 16), "4KiB"),
+        ((0, 5), (4, 4), None),  # empty array
+        ((), (), None),  # zero-dimensional
+    ],
+)
+def test_layouts(tmp_path, device, shape, chunks, dask_chunks):
+    a = zarr.create_array(tmp_path / "a.zarr", shape=shape, chunks=chunks, dtype="i2", fill_value=3)
+    if a.size:
+        a[...] = sample(shape, "i2")
+    _check(tmp_path / "a.zarr", device, chunks=dask_chunks)
+
+
+def test_slicing(tmp_path, device):
+    a = zarr.create_array(tmp_path / "a.zarr", shape=(50, 40), chunks=(8, 8), dtype="f4")
+    ref = sample(a.shape, "f4")
+    a[...] = ref
+    x = from_zarr_gpu(tmp_path / "a.zarr", chunks=(13, 40), device=device)
+    for sel in [np.s_[3:47:5, ::3], np.s_[::-2, 7], np.s_[10, 5], np.s_[-9:, -1:-30:-4], np.s_[20:20]]:
+        np.testing.assert_array_equal(host(x[sel].compute()), ref[sel])
+
+
+def test_group_component_and_open_array(tmp_path, device):
+    g = zarr.open_group(tmp_path / "g.zarr", mode="w")
+    sub = g.create_group("sub")
+    a = sub.create_array("x", shape=(30, 4), chunks=(7, 4), dtype="u8")
+    a[...] = sample(a.shape, "u8")
+    _check(tmp_path / "g.zarr", device, component="sub/x")
+    np.testing.assert_array_equal(host(from_zarr_gpu(a, device=device).compute()), a[...])
+
+
+def test_sharded_array_reads_through_zarr(tmp_path, device):
+    a = zarr.create_array(
+        tmp_path / "a.zarr", shape=(40, 24), chunks=(5, 6), shards=(20, 12), dtype="f8",
+        compressors=[ZstdCodec(level=1)],
+    )
+    a[:30] = sample((30, 24), "f8")
+    with pytest.warns(Warning) if device == "gpu" else _nullcontext():
+        x = _check(tmp_path / "a.zarr", device)
+    assert x.chunks == ((40,), (24,))
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *a):
+        return False
