@@ -105,7 +105,7 @@ def tensorstore_case() -> None:
         {"driver": "zarr3", "kvstore": {"driver": "file", "path": d}, "metadata": meta, "create": True}
     ).result()
     t.write(arr).result()
-    frames = [open(os.path.join(d, "c", str(i), "0"), "rb").read() for i in range(n)]
+    frames = [open(os.path.join(d, "c", str(i), "0"), "rb").read() for i in range(n)]  # noqa: SIM115
     print("frame header", frames[0][:6].hex())
     codec_ = nvcomp.Codec(algorithm="Zstd", bitstream_kind=nvcomp.BitstreamKind.RAW)
     offs = np.cumsum([0] + [len(x) for x in frames])[:-1]

@@ -40,7 +40,9 @@ def _damage(kind, data, codec):
 
 def _write(tmp_path, codec, fmt=2):
     kw = {"compressors": V2[codec]} if fmt == 2 else {"compressors": [ZstdCodec(level=1)] if codec else []}
-    a = zarr.create_array(tmp_path / "a.zarr", shape=(64, 64), chunks=(16, 32), dtype="f4", zarr_format=fmt, **kw)
+    a = zarr.create_array(
+        tmp_path / "a.zarr", shape=(64, 64), chunks=(16, 32), dtype="f4", zarr_format=fmt, **kw
+    )
     a[...] = sample(a.shape, "f4")
     return a
 

@@ -1,11 +1,11 @@
 """Values equal zarr-python's CPU read across formats, dtypes, codec chains and layouts."""
 
 import numcodecs
-from zarr.codecs import numcodecs as nz3
 import numpy as np
 import pytest
 import zarr
 from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, TransposeCodec, ZstdCodec
+from zarr.codecs import numcodecs as nz3
 
 from zarr_dask_gpu import from_zarr_gpu
 
@@ -51,8 +51,13 @@ def test_v3_dtypes_and_codecs(tmp_path, device, dtype, codec):
     dt = np.dtype(dtype)
     serializer = BytesCodec(endian="big" if dt.byteorder == ">" else "little")
     a = zarr.create_array(
-        tmp_path / "a.zarr", shape=(37, 29), chunks=(16, 10), dtype=dt.newbyteorder("="),
-        serializer=serializer, compressors=V3_COMPRESSORS[codec], fill_value=0,
+        tmp_path / "a.zarr",
+        shape=(37, 29),
+        chunks=(16, 10),
+        dtype=dt.newbyteorder("="),
+        serializer=serializer,
+        compressors=V3_COMPRESSORS[codec],
+        fill_value=0,
     )
     a[...] = sample(a.shape, dt.newbyteorder("="))
     _check(tmp_path / "a.zarr", device, chunks=(20, 29))
@@ -63,8 +68,13 @@ def test_v3_dtypes_and_codecs(tmp_path, device, dtype, codec):
 @pytest.mark.parametrize("dtype", DTYPES + BIG)
 def test_v2_dtypes_and_codecs(tmp_path, device, dtype, codec):
     a = zarr.create_array(
-        tmp_path / "a.zarr", shape=(33, 41), chunks=(8, 16), dtype=dtype, zarr_format=2,
-        compressors=V2_COMPRESSORS[codec], fill_value=0,
+        tmp_path / "a.zarr",
+        shape=(33, 41),
+        chunks=(8, 16),
+        dtype=dtype,
+        zarr_format=2,
+        compressors=V2_COMPRESSORS[codec],
+        fill_value=0,
     )
     a[...] = sample(a.shape, dtype)
     _check(tmp_path / "a.zarr", device, chunks=(9, 41))
@@ -74,8 +84,13 @@ def test_v2_dtypes_and_codecs(tmp_path, device, dtype, codec):
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_v2_order_and_separator(tmp_path, device, order, separator):
     a = zarr.create_array(
-        tmp_path / "a.zarr", shape=(20, 13, 7), chunks=(6, 5, 4), dtype=">f8", zarr_format=2,
-        order=order, chunk_key_encoding={"name": "v2", "separator": separator},
+        tmp_path / "a.zarr",
+        shape=(20, 13, 7),
+        chunks=(6, 5, 4),
+        dtype=">f8",
+        zarr_format=2,
+        order=order,
+        chunk_key_encoding={"name": "v2", "separator": separator},
         compressors=numcodecs.Zstd(level=1),
     )
     a[...] = sample(a.shape, "f8")
@@ -86,8 +101,12 @@ def test_v2_order_and_separator(tmp_path, device, order, separator):
 @pytest.mark.parametrize("separator", ["/", "."])
 def test_v3_transpose_and_key_encoding(tmp_path, device, order, separator):
     a = zarr.create_array(
-        tmp_path / "a.zarr", shape=(11, 9, 14), chunks=(4, 5, 6), dtype="i4",
-        filters=[TransposeCodec(order=order)], compressors=[ZstdCodec(level=1)],
+        tmp_path / "a.zarr",
+        shape=(11, 9, 14),
+        chunks=(4, 5, 6),
+        dtype="i4",
+        filters=[TransposeCodec(order=order)],
+        compressors=[ZstdCodec(level=1)],
         chunk_key_encoding={"name": "default", "separator": separator},
     )
     a[...] = sample(a.shape, "i4")
@@ -153,7 +172,11 @@ def test_group_component_and_open_array(tmp_path, device):
 
 def test_sharded_array_reads_through_zarr(tmp_path, device):
     a = zarr.create_array(
-        tmp_path / "a.zarr", shape=(40, 24), chunks=(5, 6), shards=(20, 12), dtype="f8",
+        tmp_path / "a.zarr",
+        shape=(40, 24),
+        chunks=(5, 6),
+        shards=(20, 12),
+        dtype="f8",
         compressors=[ZstdCodec(level=1)],
     )
     a[:30] = sample((30, 24), "f8")

@@ -20,7 +20,7 @@ def boxes(draw):
 @settings(max_examples=300, deadline=None)
 @given(boxes())
 def test_every_block_element_maps_to_one_chunk_element(box):
-    shape, chunks, start, stop = box
+    _, chunks, start, stop = box
     block_shape = tuple(b - a for a, b in zip(start, stop, strict=True))
     hits = np.zeros(block_shape, dtype=int)
     for p in block_pieces(start, stop, chunks):

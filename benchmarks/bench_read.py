@@ -1,0 +1,266 @@
+"""Benchmark: a zarr v3 float32 array read into GPU memory, against the peers and the ceilings.
+
+Run on a GPU host (python3 benchmarks/bench_read.py --json out.json). In one run it measures:
+from_zarr_gpu(...).persist() in-process and on a one-worker LocalCUDACluster; zarr-python with
+zarr.config.enable_gpu(); dask.array.from_zarr + cupy.asarray; tensorstore + cupy.asarray; and the
+ceilings: kvikio multi-threaded raw read of the chunk files, one nvCOMP batched decode of the
+chunks already on the device, pinned host-to-device copy. Page cache is warm (files read first).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def make_dataset(path: str, gib: float, chunk_mib: int) -> None:
+    import zarr
+
+    cols = 1 << 20  # 4 MiB rows of float32
+    rows_per_chunk = max(chunk_mib * (1 << 20) // (cols * 4), 1)
+    rows = int(gib * (1 << 30)) // (cols * 4)
+    if os.path.exists(os.path.join(path, "zarr.json")):
+        a = zarr.open_array(path, mode="r")
+        if a.shape == (rows, cols) and a.chunks == (rows_per_chunk, cols):
+            return
+    a = zarr.create_array(
+        path, shape=(rows, cols), chunks=(rows_per_chunk, cols), dtype="f4", overwrite=True
+    )  # v3 defaults: bytes + zstd
+    rng = np.random.default_rng(0)
+    slab = max(rows_per_chunk, 64 // rows_per_chunk * rows_per_chunk)
+    t = np.linspace(0, 40 * np.pi, cols, dtype=np.float32)
+    for r in range(0, rows, slab):
+        n = min(slab, rows - r)
+        base = np.sin(t + r)[None, :] * 10
+        noise = rng.standard_normal((n, cols), dtype=np.float32)
+        a[r : r + n] = np.round(base + noise, 1)
+
+
+def timed(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def chunk_files(path: str) -> list[str]:
+    out = []
+    for root, _, files in os.walk(os.path.join(path, "c")):
+        out += [os.path.join(root, f) for f in files]
+    return sorted(out)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--path", default="/tmp/bench-a.zarr")
+    p.add_argument("--gib", type=float, default=4.0)
+    p.add_argument("--chunk-mib", type=int, default=8)
+    p.add_argument("--threads", type=int, default=8, help="dask threads per worker")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--json", default=None)
+    p.add_argument("--skip", default="", help="comma-separated rows to skip")
+    args = p.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
+
+    import cupy as cp
+    import dask
+    import dask.array as da
+    import zarr
+
+    import zarr_dask_gpu
+    from zarr_dask_gpu import from_zarr_gpu
+
+    t0 = time.perf_counter()
+    make_dataset(args.path, args.gib, args.chunk_mib)
+    files = chunk_files(args.path)
+    stored = sum(os.path.getsize(f) for f in files)
+    for f in files:  # warm the page cache
+        with open(f, "rb") as fh:
+            while fh.read(64 << 20):
+                pass
+    a = zarr.open_array(args.path, mode="r")
+    nbytes = a.nbytes
+    print(
+        f"dataset {a.shape} {a.dtype} chunks {a.chunks}: {nbytes / 1e9:.2f} GB, "
+        f"{len(files)} chunks, ratio {nbytes / stored:.2f}, ready in {time.perf_counter() - t0:.0f} s",
+        flush=True,
+    )
+    results: dict[str, float] = {}
+    pool = cp.get_default_memory_pool()
+
+    def row(name: str, seconds: float, nb: int = nbytes) -> None:
+        results[name] = nb / seconds / 1e9
+        print(f"{name:58s} {results[name]:7.2f} GB/s  ({seconds:.3f} s)", flush=True)
+
+    def free() -> None:
+        cp.cuda.Device().synchronize()
+        pool.free_all_blocks()
+
+    # correctness first: a slab against zarr-python's CPU read
+    x = from_zarr_gpu(args.path, device="gpu")
+    rows = slice(a.shape[0] // 2, a.shape[0] // 2 + 3 * a.chunks[0])
+    assert np.array_equal(x[rows].compute(scheduler="threads").get(), a[rows]), "values differ"
+    print(f"values equal zarr-python's on a slab; dask blocks {x.chunksize}, {x.npartitions} tasks")
+
+    def ours() -> None:
+        y = x.persist(scheduler="threads", num_workers=args.threads)
+        cp.cuda.Device().synchronize()
+        del y
+        free()
+
+    ours()  # warm-up: kernels, codecs, streams
+    row(f"from_zarr_gpu().persist(), in-process, {args.threads} threads", timed(ours, args.repeat))
+
+    # peak device memory of one task, against its block's size
+    free()
+    blk = x.blocks[0]
+    z = blk.compute(scheduler="sync")
+    cp.cuda.Device().synchronize()
+    peak = pool.total_bytes()
+    results["task_peak_over_block"] = peak / z.nbytes
+    print(
+        f"one task: block {z.nbytes / 2**20:.0f} MiB, device pool after it {peak / 2**20:.0f} MiB "
+        f"({peak / z.nbytes:.2f}x block)"
+    )
+    del z
+    free()
+
+    if "cluster" not in skip:
+        from dask_cuda import LocalCUDACluster
+        from distributed import Client, wait
+
+        with LocalCUDACluster(n_workers=1, threads_per_worker=args.threads) as cluster, Client(cluster) as c:
+
+            def on_cluster() -> None:
+                y = x.persist()
+                wait(y)
+                del y
+                c.run(lambda: __import__("cupy").get_default_memory_pool().free_all_blocks())
+
+            on_cluster()
+            row(
+                f"from_zarr_gpu().persist(), LocalCUDACluster 1 worker, {args.threads} thr",
+                timed(on_cluster, args.repeat),
+            )
+
+    if "zarr-gpu" not in skip:
+
+        def zarr_gpu() -> None:
+            with zarr.config.enable_gpu():
+                g = zarr.open_array(args.path, mode="r")[...]
+            cp.cuda.Device().synchronize()
+            del g
+            free()
+
+        row("zarr-python enable_gpu()", timed(zarr_gpu, 1))
+
+    if "dask" not in skip:
+
+        def dask_peer() -> None:
+            y = da.from_zarr(args.path).map_blocks(cp.asarray).persist(scheduler="threads")
+            cp.cuda.Device().synchronize()
+            del y
+            free()
+
+        row("dask.array.from_zarr + cupy.asarray (threads)", timed(dask_peer, 1))
+
+    if "tensorstore" not in skip:
+        try:
+            import tensorstore as ts
+
+            def ts_peer() -> None:
+                t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": args.path}}).result()
+                g = cp.asarray(t.read().result())
+                cp.cuda.Device().synchronize()
+                del g
+                free()
+
+            row("tensorstore + cupy.asarray", timed(ts_peer, 1))
+        except ImportError:
+            print("tensorstore not installed: skipped")
+
+    # ceilings, on the same chunk files
+    import kvikio
+    from nvidia import nvcomp
+
+    from zarr_dask_gpu.gpu import setup
+
+    setup.configure()
+    sizes = [os.path.getsize(f) for f in files]
+    offs = np.cumsum([0, *[(s + 15) // 16 * 16 for s in sizes]])
+    comp = cp.empty(int(offs[-1]), dtype=np.uint8)
+
+    def raw_read() -> None:
+        handles = [kvikio.CuFile(f, "r") for f in files]
+        futs = [h.pread(comp[o : o + s], s, 0) for h, o, s in zip(handles, offs, sizes, strict=False)]
+        for fu in futs:
+            fu.get()
+        for h in handles:
+            h.close()
+
+    raw_read()
+    row(
+        f"ceiling: kvikio pread, {kvikio.defaults.get('num_threads')} threads (compressed bytes)",
+        timed(raw_read, args.repeat),
+        stored,
+    )
+
+    codec = nvcomp.Codec(algorithm="Zstd", bitstream_kind=nvcomp.BitstreamKind.RAW)
+    chunk_nbytes = a.nbytes // len(files)
+    out = cp.empty(chunk_nbytes * len(files), dtype=np.uint8)
+    src = nvcomp.as_arrays(comp, [int(o) for o in offs[:-1]], sizes)
+    dst = nvcomp.as_arrays(out, list(range(0, out.nbytes, chunk_nbytes)), [chunk_nbytes] * len(files))
+
+    def decode() -> None:
+        codec.decode(src, out=dst).buffer_sizes  # noqa: B018 (waits for the decode)
+        cp.cuda.Device().synchronize()
+
+    decode()
+    row(
+        f"ceiling: nvCOMP batched zstd decode, {len(files)} chunks in one call, on device",
+        timed(decode, args.repeat),
+    )
+    assert np.array_equal(out[:chunk_nbytes].view(np.float32).get().reshape(a.chunks), a[: a.chunks[0]])
+    out = comp = None
+    free()
+
+    host = cp.cuda.alloc_pinned_memory(1 << 30)
+    hbuf = np.frombuffer(host, dtype=np.uint8, count=1 << 30)
+    dbuf = cp.empty(1 << 30, dtype=np.uint8)
+
+    def h2d() -> None:
+        dbuf.set(hbuf)
+        cp.cuda.Device().synchronize()
+
+    h2d()
+    row("ceiling: pinned host-to-device copy", timed(h2d, args.repeat), 1 << 30)
+
+    ratio = results[next(k for k in results if k.startswith("from_zarr_gpu().persist(), in"))] / results.get(
+        "zarr-python enable_gpu()", float("nan")
+    )
+    print(f"from_zarr_gpu in-process / zarr-python enable_gpu(): {ratio:.1f}x")
+    results["speedup_vs_zarr_enable_gpu"] = ratio
+    meta = {
+        "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+        "nbytes": nbytes,
+        "stored": stored,
+        "chunks": len(files),
+        "version": zarr_dask_gpu.__version__,
+        "dask": dask.__version__,
+        "zarr": zarr.__version__,
+        "cpus": os.cpu_count(),
+        "argv": sys.argv,
+    }
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"results": results, "meta": meta}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs on the GPU host, in the repo root, after the wheelhouse is installed (README: "GPU machine"):
+# the gpu-marked tests, then the benchmark. Logs and JSON go to $OUT (default /tmp/out).
+# Usage: bash scripts/gpu_check.sh [pytest args...]
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
+timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q -m gpu -p no:cacheprovider -o faulthandler_timeout=60 "$@" 2>&1 | tee "$OUT/gpu-tests.log"
+tests_rc=${PIPESTATUS[0]}
+timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/bench_read.py --json "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
+bench_rc=${PIPESTATUS[0]}
+echo "gpu tests rc=$tests_rc, benchmark rc=$bench_rc"
+exit $(( tests_rc || bench_rc ))

@@ -1,0 +1,74 @@
+"""GPU-only behaviour: the structure-check kernel, concurrent tasks, device-resident results."""
+
+import numcodecs
+import numpy as np
+import pytest
+import zarr
+
+from zarr_dask_gpu import from_zarr_gpu
+from zarr_dask_gpu.codecs import headers
+
+from .conftest import host, sample
+
+pytestmark = pytest.mark.gpu
+
+CODECS = {
+    "zstd": numcodecs.Zstd(1),
+    "gzip": numcodecs.GZip(1),
+    "zlib": numcodecs.Zlib(1),
+    "lz4": numcodecs.LZ4(),
+}
+
+
+@pytest.mark.parametrize("compression", list(CODECS))
+def test_kernel_agrees_with_host_checks(compression):
+    import cupy as cp
+
+    from zarr_dask_gpu.gpu.validate import check_batch
+
+    codec = CODECS[compression]
+    raw = sample((1 << 16,), "f4").tobytes()
+    good = bytes(codec.encode(raw))
+    rng = np.random.default_rng(2)
+    frames = {
+        "good": good,
+        "half": good[: len(good) // 2],
+        "empty": b"",
+        "garbage": rng.integers(0, 256, len(good), dtype=np.uint8).tobytes(),
+        "larger": bytes(codec.encode(raw * 2)),
+        "smaller": bytes(codec.encode(raw[: len(raw) // 2])),
+    }
+    names = list(frames)
+    offsets = np.cumsum([0, *[len(frames[k]) for k in names]])[:-1]
+    buf = cp.asarray(np.frombuffer(b"".join(frames.values()) + b"\0", dtype=np.uint8))
+    bad = dict(check_batch(buf, offsets, np.array([len(frames[k]) for k in names]), compression, len(raw)))
+    for i, k in enumerate(names):
+        host_says = headers.check(compression, frames[k], len(raw))
+        if k == "good":
+            assert i not in bad and host_says is None
+        elif host_says is not None:  # what the host can tell from headers, the kernel tells too
+            assert i in bad, (k, host_says)
+    if compression in ("zstd", "gzip", "lz4"):
+        assert set(bad) == {1, 2, 3, 4, 5}  # every damaged frame is stopped before nvCOMP
+
+
+def test_blocks_stay_on_device_and_threads_decode_concurrently(tmp_path):
+    import cupy as cp
+    import dask
+
+    a = zarr.create_array(tmp_path / "a.zarr", shape=(256, 4096), chunks=(8, 4096), dtype="f4")
+    a[...] = sample(a.shape, "f4")
+    x = from_zarr_gpu(tmp_path / "a.zarr", chunks=(16, 4096), device="gpu")
+    with dask.config.set(scheduler="threads", num_workers=8):
+        for _ in range(3):  # many tasks at once, each thread with its own stream and codec
+            y = x.persist()
+            blocks = [b.compute(scheduler="sync") for b in y.blocks]
+            assert all(isinstance(b, cp.ndarray) for b in blocks)
+            np.testing.assert_array_equal(host(y.compute()), a[...])
+
+
+def test_large_batch_in_one_task(tmp_path):
+    a = zarr.create_array(tmp_path / "a.zarr", shape=(512, 2048), chunks=(1, 2048), dtype="i8")
+    a[...] = sample(a.shape, "i8")
+    x = from_zarr_gpu(tmp_path / "a.zarr", chunks=-1, device="gpu")  # 512 chunks, one decode call
+    np.testing.assert_array_equal(host(x.compute()), a[...])
