@@ -108,6 +108,41 @@ def main() -> None:
     assert np.array_equal(x[rows].compute(scheduler="threads").get(), a[rows]), "values differ"
     print(f"values equal zarr-python's on a slab; dask blocks {x.chunksize}, {x.npartitions} tasks")
 
+    # one task alone: its stages and its device memory, against its block's size
+    from zarr_dask_gpu.gpu.backend import GpuBackend
+    from zarr_dask_gpu.metadata import open_array_info
+    from zarr_dask_gpu.plan import block_pieces
+
+    info, backend = open_array_info(args.path), GpuBackend()
+    stop = tuple(c[0] for c in x.chunks)
+    pieces = block_pieces((0,) * x.ndim, stop, info.chunks)
+    free()
+    free0 = cp.cuda.runtime.memGetInfo()[0]
+    with backend.context():
+        backend.decode(info, pieces)  # warm: kernel compile, codec and stream creation
+    for _ in range(2):
+        t0 = time.perf_counter()
+        backend._reader.read([info.chunk_path(p.coords) for p in pieces], align=16)
+        t_read = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        with backend.context():
+            backend.decode(info, pieces)
+        t_decode = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        z = x.blocks[0].compute(scheduler="sync")
+        t_task = time.perf_counter() - t0
+    used = free0 - cp.cuda.runtime.memGetInfo()[0]
+    held = pool.total_bytes()
+    results["task_pool_over_block"] = held / z.nbytes
+    results["task_device_over_block"] = used / z.nbytes
+    print(
+        f"one task ({len(pieces)} chunks, {z.nbytes / 2**20:.0f} MiB): kvikio read {t_read * 1e3:.0f} ms, "
+        f"read+check+decode {t_decode * 1e3:.0f} ms, whole task {t_task * 1e3:.0f} ms; device memory: "
+        f"cupy pool {held / z.nbytes:.2f}x block, all incl. nvCOMP scratch {used / z.nbytes:.2f}x block"
+    )
+    del z
+    free()
+
     def ours() -> None:
         y = x.persist(scheduler="threads", num_workers=args.threads)
         cp.cuda.Device().synchronize()
@@ -116,20 +151,16 @@ def main() -> None:
 
     ours()  # warm-up: kernels, codecs, streams
     row(f"from_zarr_gpu().persist(), in-process, {args.threads} threads", timed(ours, args.repeat))
+    for threads in (1, 4, 16):
 
-    # peak device memory of one task, against its block's size
-    free()
-    blk = x.blocks[0]
-    z = blk.compute(scheduler="sync")
-    cp.cuda.Device().synchronize()
-    peak = pool.total_bytes()
-    results["task_peak_over_block"] = peak / z.nbytes
-    print(
-        f"one task: block {z.nbytes / 2**20:.0f} MiB, device pool after it {peak / 2**20:.0f} MiB "
-        f"({peak / z.nbytes:.2f}x block)"
-    )
-    del z
-    free()
+        def ours_n(n: int = threads) -> None:
+            y = x.persist(scheduler="threads", num_workers=n)
+            cp.cuda.Device().synchronize()
+            del y
+            free()
+
+        ours_n()
+        row(f"from_zarr_gpu().persist(), in-process, {threads} threads", timed(ours_n, 2))
 
     if "cluster" not in skip:
         from dask_cuda import LocalCUDACluster

@@ -1,5 +1,6 @@
 """The GPU backend of a read task: kvikio reads, a structure check, one nvCOMP call per batch."""
 
+import atexit
 import contextlib
 import re
 import threading
@@ -21,48 +22,71 @@ from .reader import KvikioReader
 _ALGORITHMS = {"zstd": "Zstd", "gzip": "Gzip", "zlib": "Deflate", "lz4": "LZ4"}
 _ALIGN = 16  # nvCOMP wants aligned inputs (Gzip/Deflate: 4 bytes); 16 covers every algorithm
 _OUT_ALIGN = 256
-_codec_lock = threading.Lock()  # codec creation is serialised: concurrent creation crashed once
+_lock = threading.Lock()
+# per thread: a CUDA stream and nvCOMP codecs (a Codec is not thread-safe). Kept in one registry,
+# not thread-locals, so that they are released at exit while CUDA is still up.
+_streams: dict[int, cp.cuda.Stream] = {}
+_codecs: dict[tuple[int, str], nvcomp.Codec] = {}
+_configs: dict[tuple[int, str, int, int], object] = {}
 
 
-class _PerThread(threading.local):
-    stream: cp.cuda.Stream | None = None
-    codecs: dict[str, nvcomp.Codec]
-
-    def __init__(self) -> None:
-        self.codecs = {}
+@atexit.register
+def _release() -> None:
+    with _lock:
+        if _streams:
+            cp.cuda.Device().synchronize()
+        _configs.clear()
+        _codecs.clear()
+        _streams.clear()
 
 
 class GpuBackend:
     """Reads and decodes a block's chunks into device memory, on this thread's own CUDA stream.
 
-    nvCOMP codecs are not thread-safe, so each thread that runs tasks gets its own stream and
-    codecs; tasks on different threads then decode concurrently.
+    Each thread that runs tasks gets its own stream and codecs, so tasks on different threads read,
+    decode and assemble concurrently. A task ends by waiting for its stream (the GIL is released
+    then), so the block it returns is complete on any stream.
     """
 
     xp = cp
 
     def __init__(self) -> None:
         setup.configure()
-        self._local = _PerThread()
         self._reader = KvikioReader()
+
+    @staticmethod
+    def _stream() -> cp.cuda.Stream:
+        tid = threading.get_ident()
+        with _lock:
+            if tid not in _streams:
+                _streams[tid] = cp.cuda.Stream(non_blocking=True)
+            return _streams[tid]
 
     @contextlib.contextmanager
     def context(self) -> Iterator[None]:
-        if self._local.stream is None:
-            self._local.stream = cp.cuda.Stream(non_blocking=True)
-        with self._local.stream:
+        stream = self._stream()
+        with stream:
             yield
+        stream.synchronize()
 
     def _codec(self, compression: str) -> nvcomp.Codec:
-        codecs = self._local.codecs
-        if compression not in codecs:
-            with _codec_lock:
-                codecs[compression] = nvcomp.Codec(
+        key = (threading.get_ident(), compression)
+        with _lock:  # creation is serialised too: concurrent creation crashed once (docs/design.md)
+            if key not in _codecs:
+                _codecs[key] = nvcomp.Codec(
                     algorithm=_ALGORITHMS[compression],
                     bitstream_kind=nvcomp.BitstreamKind.RAW,
-                    cuda_stream=self._local.stream.ptr,
+                    cuda_stream=self._stream().ptr,
                 )
-        return codecs[compression]
+            return _codecs[key]
+
+    def _sized_config(self, compression: str, expected: int, n: int) -> object:
+        """A decode config with every output size from the metadata: decode then never syncs."""
+        key = (threading.get_ident(), compression, expected, n)
+        if key not in _configs:
+            codec = self._codec(compression)
+            _configs[key] = codec.decompression_config(codec.compression_config([expected] * n))
+        return _configs[key]
 
     def decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece]) -> list[cp.ndarray | None]:
         """Device arrays of each piece's whole chunk (None for missing chunks)."""
@@ -96,11 +120,10 @@ class GpuBackend:
             decoded, stride = staged.buffer, None
         else:
             offsets, sizes = staged.offsets[present], staged.sizes[present]
-            _raise_first(
-                info, keys, validate.check_batch(staged.buffer, offsets, sizes, chain.compression, expected)
-            )
+            bad, sized = validate.check_batch(staged.buffer, offsets, sizes, chain.compression, expected)
+            _raise_first(info, keys, bad)
             decoded = self._nvcomp(
-                info, keys, chain, staged.buffer, offsets + skip, sizes - skip - trail, expected
+                info, keys, chain, staged.buffer, offsets + skip, sizes - skip - trail, expected, sized
             )
             stride = _round_up(expected, _OUT_ALIGN)
         out: list[cp.ndarray | None] = [None] * len(pieces)
@@ -118,18 +141,26 @@ class GpuBackend:
         offsets: np.ndarray,
         sizes: np.ndarray,
         expected: int,
+        sized: bool,
     ) -> cp.ndarray:
+        """One batched nvCOMP decode. ``sized`` batches (every header checked against the metadata)
+        decode without a host sync; the others let nvCOMP parse headers, then check its sizes."""
         n = len(offsets)
         stride = _round_up(expected, _OUT_ALIGN)
         out = cp.empty(max(n * stride, 1), dtype=np.uint8)
         if n == 0:
             return out
-        stream = self._local.stream.ptr
+        stream = self._stream().ptr
+        codec = self._codec(chain.compression)
         src = nvcomp.as_arrays(buffer, offsets.tolist(), sizes.tolist(), cuda_stream=stream)
         dst = nvcomp.as_arrays(out, list(range(0, n * stride, stride)), [expected] * n, cuda_stream=stream)
+        if sized:
+            codec.decode(
+                src, out=dst, decompression_config=self._sized_config(chain.compression, expected, n)
+            )
+            return out
         try:
-            res = self._codec(chain.compression).decode(src, out=dst)
-            got = res.buffer_sizes
+            got = codec.decode(src, out=dst).buffer_sizes
         except ValueError as e:  # nvCOMP's own size check: "Output array 3 capacity ... too small"
             m = re.search(r"Output array (\d+)", str(e))
             which = [int(m.group(1))] if m else list(range(n))

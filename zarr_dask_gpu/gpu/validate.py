@@ -72,16 +72,15 @@ __device__ int zstd(const u8* d, i64 n, i64 expected, i64* claimed) {
         if (fhd & 0x04) p += 4;
         if (p > n) return 1;
     }
-    if (known && total != expected) { *claimed = total; return 4; }
-    return 0;
+    *claimed = known ? total : -1;
+    return known && total != expected ? 4 : 0;
 }
 
 __device__ int gzip(const u8* d, i64 n, i64 expected, i64* claimed) {
     if (n < 18) return 1;
     if (d[0] != 0x1f || d[1] != 0x8b || d[2] != 8 || (d[3] & 0xe0)) return 2;
-    i64 isize = le32(d + n - 4);
-    if (isize != (expected & 0xffffffffLL)) { *claimed = isize; return 4; }
-    return 0;
+    *claimed = le32(d + n - 4);
+    return *claimed != (expected & 0xffffffffLL) ? 4 : 0;
 }
 
 __device__ int zlib(const u8* d, i64 n) {
@@ -92,8 +91,8 @@ __device__ int zlib(const u8* d, i64 n) {
 
 __device__ int lz4(const u8* d, i64 n, i64 expected, i64* claimed) {
     if (n < 5) return 1;
-    i64 stated = (int)le32(d);
-    if (stated != expected) { *claimed = stated; return 4; }
+    *claimed = (int)le32(d);
+    if (*claimed != expected) return 4;
     i64 p = 4, out = 0;
     for (;;) {
         if (p >= n) return 1;
@@ -122,7 +121,7 @@ extern "C" __global__ void validate(const u8* buf, const i64* offsets, const i64
     if (i >= n) return;
     const u8* d = buf + offsets[i];
     i64 m = sizes[i];
-    claimed[i] = -1;
+    claimed[i] = -1;  // the decoded size the header states, -1 if none
     int st;
     if (m == 0) st = 1;
     else if (kind == 1) st = zstd(d, m, expected, claimed + i);
@@ -141,8 +140,17 @@ def _kernel() -> cp.RawKernel:
 
 def check_batch(
     buffer: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray, compression: Compression, expected: int
-) -> list[tuple[int, str]]:
-    """The chunks of a batch that must not be decoded, as (index, reason); empty when all are sound."""
+) -> tuple[list[tuple[int, str]], bool]:
+    """Check a batch of compressed chunks.
+
+    Returns
+    -------
+    bad
+        The chunks that must not be decoded, as (index, reason); empty when all are sound.
+    sized
+        Every chunk's header proved its decoded size (zstd with a content size, gzip, lz4), so
+        nvCOMP can decode with sizes from the metadata, without reading headers back to the host.
+    """
     n = len(offsets)
     status = cp.empty(n, dtype=np.int32)
     claimed = cp.empty(n, dtype=np.int64)
@@ -161,11 +169,10 @@ def check_batch(
             np.int32(n),
         ),
     )
-    status_h = status.get()
+    status_h, claimed_h = status.get(), claimed.get()
     bad = np.flatnonzero(status_h)
-    if not len(bad):
-        return []
-    claimed_h = claimed.get()
+    # gzip states the size modulo 2**32 only
+    sized = bool((claimed_h >= 0).all()) and not (compression == "gzip" and expected >= 2**32)
     return [
         (
             int(i),
@@ -174,4 +181,4 @@ def check_batch(
             ),
         )
         for i in bad
-    ]
+    ], sized
