@@ -71,12 +71,13 @@ class GpuBackend:
 
     def _codec(self, compression: str) -> nvcomp.Codec:
         key = (threading.get_ident(), compression)
+        stream = self._stream()
         with _lock:  # creation is serialised too: concurrent creation crashed once (docs/design.md)
             if key not in _codecs:
                 _codecs[key] = nvcomp.Codec(
                     algorithm=_ALGORITHMS[compression],
                     bitstream_kind=nvcomp.BitstreamKind.RAW,
-                    cuda_stream=self._stream().ptr,
+                    cuda_stream=stream.ptr,
                 )
             return _codecs[key]
 
@@ -105,6 +106,8 @@ class GpuBackend:
         skip, trail = headers.skip_bytes(chain.compression)
         staged = self._reader.read(paths, skip=skip, align=_ALIGN)
         present = np.flatnonzero(staged.present)
+        if not len(present):
+            return [None] * len(pieces)
         expected = int(np.prod(info.chunks)) * info.dtype.itemsize
         keys = [info.chunk_key(pieces[i].coords) for i in present]
         if chain.compression == "none":
