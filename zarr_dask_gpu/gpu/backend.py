@@ -4,6 +4,7 @@ import atexit
 import contextlib
 import re
 import threading
+import time
 from collections.abc import Iterator, Sequence
 
 import cupy as cp
@@ -44,8 +45,8 @@ class GpuBackend:
     """Reads and decodes a block's chunks into device memory, on this thread's own CUDA stream.
 
     Each thread that runs tasks gets its own stream and codecs, so tasks on different threads read,
-    decode and assemble concurrently. A task ends by waiting for its stream (the GIL is released
-    then), so the block it returns is complete on any stream.
+    decode and assemble concurrently. A task ends by waiting for its stream, polling so that
+    the GIL stays free, and the block it returns is complete on any stream.
     """
 
     xp = cp
@@ -67,7 +68,9 @@ class GpuBackend:
         stream = self._stream()
         with stream:
             yield
-        stream.synchronize()
+        done = stream.record()
+        while not done.done:  # poll with the GIL released: other threads keep launching work
+            time.sleep(0.0002)
 
     def _codec(self, compression: str) -> nvcomp.Codec:
         key = (threading.get_ident(), compression)
