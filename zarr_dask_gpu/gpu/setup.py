@@ -1,12 +1,13 @@
-"""Per-process GPU set-up: kvikio's IO thread pool (its default is one thread), and nvCOMP scratch
-from cupy's pool (stream-ordered arenas) rather than cudaMalloc/cudaFree, which synchronise the device."""
+"""Per-process GPU set-up: kvikio's IO thread pool (its default is one thread).
+
+nvCOMP's scratch stays with nvCOMP's own allocator: routing it through cupy's pool changed no timing
+and made the process segfault at exit (H200, nvCOMP 6.0.0, docs/design.md).
+"""
 
 import os
 import threading
 
-import cupy as cp
 import kvikio.defaults
-from nvidia import nvcomp
 
 from .. import config
 
@@ -14,17 +15,10 @@ _lock = threading.Lock()
 _done = False
 
 
-def _nvcomp_alloc(nbytes: int, stream: object) -> cp.cuda.MemoryPointer:
-    # decode runs inside its stream's context, so cupy hands out memory of that stream's arena
-    return cp.cuda.alloc(nbytes)
-
-
 def configure() -> None:
-    """Size kvikio's thread pool (``zarr_dask_gpu.kvikio-threads``, default: the CPU count) and route
-    nvCOMP's scratch through cupy's pool, once per process."""
+    """Size kvikio's thread pool from ``zarr_dask_gpu.kvikio-threads`` (default: the CPU count), once."""
     global _done
     with _lock:
         if not _done:
             kvikio.defaults.set("num_threads", config.get("kvikio-threads") or os.cpu_count() or 1)
-            nvcomp.set_device_allocator(_nvcomp_alloc)
             _done = True
