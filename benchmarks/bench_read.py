@@ -17,29 +17,6 @@ import time
 import numpy as np
 
 
-def make_dataset(path: str, gib: float, chunk_mib: int) -> None:
-    import zarr
-
-    cols = 1 << 20  # 4 MiB rows of float32
-    rows_per_chunk = max(chunk_mib * (1 << 20) // (cols * 4), 1)
-    rows = int(gib * (1 << 30)) // (cols * 4)
-    if os.path.exists(os.path.join(path, "zarr.json")):
-        a = zarr.open_array(path, mode="r")
-        if a.shape == (rows, cols) and a.chunks == (rows_per_chunk, cols):
-            return
-    a = zarr.create_array(
-        path, shape=(rows, cols), chunks=(rows_per_chunk, cols), dtype="f4", overwrite=True
-    )  # v3 defaults: bytes + zstd
-    rng = np.random.default_rng(0)
-    slab = max(rows_per_chunk, 64 // rows_per_chunk * rows_per_chunk)
-    t = np.linspace(0, 40 * np.pi, cols, dtype=np.float32)
-    for r in range(0, rows, slab):
-        n = min(slab, rows - r)
-        base = np.sin(t + r)[None, :] * 10
-        noise = rng.standard_normal((n, cols), dtype=np.float32)
-        a[r : r + n] = np.round(base + noise, 1)
-
-
 def timed(fn, repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -75,9 +52,10 @@ def main() -> None:
 
     import zarr_dask_gpu
     from zarr_dask_gpu import from_zarr_gpu
+    from zarr_dask_gpu.sample import write_sample
 
     t0 = time.perf_counter()
-    make_dataset(args.path, args.gib, args.chunk_mib)
+    write_sample(args.path, int(args.gib * 2**30), args.chunk_mib << 20)
     files = chunk_files(args.path)
     stored = sum(os.path.getsize(f) for f in files)
     for f in files:  # warm the page cache

@@ -1,0 +1,42 @@
+"""The command line: info, read and demo."""
+
+import json
+
+import zarr
+
+from zarr_dask_gpu.cli import main
+
+
+def test_info_text_and_json(tmp_path, capsys):
+    zarr.create_array(tmp_path / "a.zarr", shape=(100, 30), chunks=(10, 30), dtype="i2")
+    assert main(["info", str(tmp_path / "a.zarr")]) == 0
+    out = capsys.readouterr().out
+    assert "(100, 30)" in out and "bytes -> zstd" in out and "nvCOMP zstd" in out
+    assert main(["info", str(tmp_path / "a.zarr"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["chunks"] == 10 and doc["codecs"] == ["bytes", "zstd"] and doc["gpu_decode"] is True
+
+
+def test_info_names_cpu_stages(tmp_path, capsys):
+    zarr.create_array(tmp_path / "a.zarr", shape=(8,), dtype="i2", compressors=[zarr.codecs.BloscCodec()])
+    main(["info", str(tmp_path / "a.zarr")])
+    assert "codec 'blosc' is not decoded on the GPU" in capsys.readouterr().out
+
+
+def test_read_prints_throughput(tmp_path, capsys):
+    a = zarr.create_array(tmp_path / "a.zarr", shape=(64, 64), chunks=(16, 16), dtype="f4")
+    a[...] = 1.5
+    assert main(["read", str(tmp_path / "a.zarr"), "--device", "cpu", "--chunks", "8KiB"]) == 0
+    assert "GB/s" in capsys.readouterr().out
+
+
+def test_errors_print_one_line(tmp_path, capsys):
+    assert main(["read", str(tmp_path / "missing.zarr")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("zarr-dask-gpu: error:") and err.count("\n") == 1
+
+
+def test_demo_runs_on_a_local_cluster(tmp_path, capsys):
+    assert main(["demo", "--path", str(tmp_path / "d.zarr"), "--size-mib", "16", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "values equal zarr-python's CPU read: True" in out and "LocalCluster" in out

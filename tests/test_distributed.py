@@ -1,0 +1,36 @@
+"""The graphs run on a distributed cluster of real worker processes."""
+
+import numpy as np
+import pytest
+import zarr
+from distributed import Client, LocalCluster
+
+from zarr_dask_gpu import ChunkDecodeError, from_zarr_gpu
+from zarr_dask_gpu.cluster import connect
+
+from .conftest import sample
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster, connect(cluster) as c:
+        yield c
+
+
+def test_persist_and_compute_on_worker_processes(tmp_path, client: Client):
+    a = zarr.create_array(tmp_path / "a.zarr", shape=(64, 50), chunks=(8, 25), dtype="f8", fill_value=np.nan)
+    a[:40] = sample((40, 50), "f8")
+    x = from_zarr_gpu(tmp_path / "a.zarr", chunks=(16, 50), device="cpu").persist()
+    placed = client.who_has(x)
+    assert len(placed) == x.npartitions
+    np.testing.assert_array_equal(x.compute(), a[...])
+
+
+def test_damaged_chunk_error_crosses_processes(tmp_path, client: Client):
+    a = zarr.create_array(tmp_path / "a.zarr", shape=(16,), chunks=(4,), dtype="i4")
+    a[...] = np.arange(16)
+    (tmp_path / "a.zarr" / "c" / "2").write_bytes(b"\x28\xb5\x2f\xfd")
+    with pytest.raises(ChunkDecodeError) as e:
+        from_zarr_gpu(tmp_path / "a.zarr", chunks=4, device="cpu").compute()
+    assert e.value.key == "c/2"
