@@ -17,6 +17,9 @@ DEFAULTS: dict[str, Any] = {
     "cpu-threads": 0,
     # kvikio IO threads per process on the GPU path; 0 means os.cpu_count()
     "kvikio-threads": 0,
+    # transient IO errors (EIO, EAGAIN, a short read) are retried this often, backing off from the delay
+    "io-retries": 3,
+    "io-retry-delay": 0.05,
 }
 
 dask.config.update_defaults({"zarr_dask_gpu": DEFAULTS})

@@ -36,5 +36,12 @@ class MissingChunkError(ChunkDecodeError):
     """A chunk is absent and the read was asked to be strict."""
 
 
+class BlockMemoryError(ZarrGpuError, MemoryError):
+    """A block, with its staging and decode buffers, did not fit in (device) memory.
+
+    The message names the array and the block; smaller ``chunks`` or fewer threads per worker help.
+    """
+
+
 class ZarrGpuWarning(UserWarning):
     """A read works, but slower than it could (for example a codec decoded on the CPU)."""

@@ -4,8 +4,10 @@ Readers never decode. Each places chunk ``i`` at ``offsets[i]`` in one buffer so
 (after ``skip`` header bytes) starts on an ``align``-byte boundary, as nvCOMP requires.
 """
 
+import errno
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -61,6 +63,24 @@ def layout(paths: Sequence[str], skip: int, align: int) -> tuple[np.ndarray, np.
     return offsets, sizes, cursor
 
 
+def retrying[T](what: str, fn: Callable[[], T]) -> T:
+    """Run ``fn``, retrying transient OS errors (``zarr_dask_gpu.io-retries`` times, backing off).
+
+    A file that does not exist is not transient: it is a missing chunk, found by ``layout``.
+    """
+    retries, delay = int(config.get("io-retries")), float(config.get("io-retry-delay"))
+    for attempt in range(retries + 1):
+        try:
+            return fn()
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            if attempt == retries:
+                raise OSError(e.errno, f"reading {what} failed after {retries + 1} attempts: {e}") from e
+            time.sleep(delay * 2**attempt)
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
 def cpu_threads() -> int:
     return config.get("cpu-threads") or os.cpu_count() or 1
 
@@ -73,11 +93,15 @@ class HostReader:
         buf = np.empty(total, dtype=np.uint8)
 
         def one(i: int) -> None:
-            with open(paths[i], "rb", buffering=0) as f:
-                view = memoryview(buf)[offsets[i] : offsets[i] + sizes[i]]
-                got = f.readinto(view)
+            view = memoryview(buf)[offsets[i] : offsets[i] + sizes[i]]
+
+            def attempt() -> None:
+                with open(paths[i], "rb", buffering=0) as f:
+                    got = f.readinto(view)
                 if got != sizes[i]:  # the file shrank between stat and read
-                    raise OSError(f"short read of {paths[i]}: {got} of {sizes[i]} bytes")
+                    raise OSError(errno.EIO, f"short read of {paths[i]}: {got} of {sizes[i]} bytes")
+
+            retrying(paths[i], attempt)
 
         todo = np.flatnonzero(offsets >= 0)
         if len(todo) > 1:

@@ -6,7 +6,7 @@ import numpy as np
 
 from .backends import get_backend
 from .device import Device
-from .errors import MissingChunkError
+from .errors import BlockMemoryError, MissingChunkError
 from .metadata import ArrayInfo
 from .plan import block_pieces
 
@@ -18,6 +18,18 @@ def read_region(
 
     Missing chunks read as the fill value, or raise ``MissingChunkError`` when ``strict``.
     """
+    try:
+        return _read_region(info, start, stop, device, strict)
+    except MemoryError as e:  # cupy's OutOfMemoryError too; a dask task must not hang on it
+        raise BlockMemoryError(
+            f"block [{start}, {stop}) of {info.location} ({device}) did not fit in memory: {e}; "
+            "use smaller chunks or fewer threads per worker"
+        ) from e
+
+
+def _read_region(
+    info: ArrayInfo, start: tuple[int, ...], stop: tuple[int, ...], device: Device, strict: bool
+) -> Any:
     backend = get_backend(device)
     xp = backend.xp
     shape = tuple(b - a for a, b in zip(start, stop, strict=True))
