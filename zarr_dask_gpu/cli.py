@@ -86,7 +86,14 @@ def _read(args: argparse.Namespace) -> int:
 
     x = from_zarr_gpu(args.path, args.component, chunks=args.chunks, device=args.device)
     client = cluster = None
-    if args.cluster:
+    if args.scheduler_file:
+        from distributed import Client
+
+        from .plugin import GpuReadPlugin
+
+        client = Client(scheduler_file=args.scheduler_file)
+        client.register_plugin(GpuReadPlugin())
+    elif args.cluster:
         from .cluster import connect, local_cluster
 
         cluster = local_cluster(args.device)
@@ -96,6 +103,7 @@ def _read(args: argparse.Namespace) -> int:
     finally:
         if client is not None:
             client.close()
+        if cluster is not None:
             cluster.close()
     print(
         f"read {x.nbytes / 1e9:.3f} GB in {x.npartitions} tasks in {elapsed:.2f} s: "
@@ -162,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="auto", choices=["auto", "gpu", "cpu"])
     p.add_argument("--chunks", default=None, help="dask blocks: a byte size such as 512MiB, or 'auto'")
     p.add_argument("--cluster", action="store_true", help="read on a local cluster (one worker per GPU)")
+    p.add_argument("--scheduler-file", default=None, help="read on a running cluster (dask scheduler file)")
     p.set_defaults(func=_read)
 
     p = sub.add_parser(
