@@ -22,4 +22,14 @@ __all__ = [
     "__version__",
     "config",
     "from_zarr_gpu",
+    "open_dataset",
 ]
+
+
+def __getattr__(name: str):
+    # xarray is an optional extra: its entry points import only when asked for
+    if name == "open_dataset":
+        from .xarray_backend import open_dataset
+
+        return open_dataset
+    raise AttributeError(f"module 'zarr_dask_gpu' has no attribute {name!r}")

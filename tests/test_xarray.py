@@ -1,0 +1,162 @@
+"""xarray: open_dataset and engine "zarr_gpu" against xarray's own zarr engine."""
+
+import subprocess
+import sys
+
+import dask
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import zarr_dask_gpu
+from zarr_dask_gpu import ChunkDecodeError
+
+from .conftest import host
+
+
+def _era5_like(path, fmt):
+    rng = np.random.default_rng(0)
+    time = pd.date_range("2020-01-01", periods=12, freq="6h")
+    lat, lon = np.linspace(90, -90, 19), np.arange(0, 360, 15.0)
+    t2m = (280 + 10 * rng.standard_normal((12, 19, 24))).astype("f4")
+    t2m[0, :3, :3] = np.nan
+    ds = xr.Dataset(
+        {
+            "t2m": (("time", "lat", "lon"), t2m, {"units": "K", "long_name": "2 metre temperature"}),
+            "sp": (("time", "lat", "lon"), 1e5 + 500 * rng.standard_normal((12, 19, 24))),
+            "mask": (("lat", "lon"), rng.integers(0, 2, (19, 24)).astype(bool)),
+            "lead": (("time",), pd.to_timedelta(np.arange(12), "h")),
+            "station": (("lat",), np.array([f"s{i}" for i in range(19)])),
+        },
+        coords={"time": time, "lat": lat, "lon": lon, "height": (("lat", "lon"), rng.random((19, 24)))},
+        attrs={"title": "ERA5-like"},
+    )
+    ds.sp.encoding.update(dtype="i2", scale_factor=0.1, add_offset=1e5, _FillValue=-32768)
+    ds.t2m.encoding.update(chunks=(4, 10, 24))
+    ds.sp.encoding.update(chunks=(3, 19, 12))
+    ds.to_zarr(path, mode="w", zarr_format=fmt, consolidated=True)
+    return ds
+
+
+@pytest.fixture(params=[2, 3])
+def era5(tmp_path, request):
+    path = tmp_path / "era5.zarr"
+    _era5_like(path, request.param)
+    return path
+
+
+def _loaded(ds):
+    return ds.map(lambda v: host(v.data) if not isinstance(v.data, np.ndarray) else v).load()
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"mask_and_scale": False}, {"decode_times": False}, {"decode_cf": False}]
+)
+def test_parity_with_engine_zarr(era5, device, kwargs):
+    ours = zarr_dask_gpu.open_dataset(era5, device=device, **kwargs)
+    ref = xr.open_dataset(era5, engine="zarr", **kwargs)
+    assert set(ours.coords) == set(ref.coords)
+    for name, v in ours.data_vars.items():
+        assert v.dtype == ref[name].dtype, name
+    got = ours.compute()
+    for name in ref.variables:
+        np.testing.assert_array_equal(host(got[name].data), ref[name].values, err_msg=name)
+    np.testing.assert_equal(got.attrs, ref.attrs)
+    for name in ref.variables:
+        np.testing.assert_equal(got[name].attrs, ref[name].attrs)
+
+
+def test_data_variables_are_our_dask_arrays_and_coords_are_host_numpy(era5, device):
+    with dask.config.set(scheduler="sync"):
+        ds = zarr_dask_gpu.open_dataset(era5, device=device)
+    t2m = ds.t2m.data
+    assert isinstance(t2m, dask.array.Array) and t2m.name.startswith("from-zarr-gpu")
+    expected = "cupy" if device == "gpu" else "numpy"
+    assert type(t2m._meta).__module__.split(".")[0] == expected
+    assert type(ds.sp.data._meta).__module__.split(".")[0] == expected  # after CF decoding too
+    for c in ("time", "lat", "lon", "height"):  # indexes and small coordinates: numpy on the host
+        assert isinstance(ds[c].data, np.ndarray), c
+    assert ds.station.encoding["zarr_gpu"].startswith("read on the host")
+    assert isinstance(ds.indexes["time"], pd.DatetimeIndex)
+
+
+def test_chunks_forms(era5, device):
+    ds = zarr_dask_gpu.open_dataset(era5, device=device, chunks={"time": 2})
+    assert ds.t2m.chunks[0] == (2,) * 6 and ds.t2m.chunks[1:] == ((19,), (24,))
+    ds = zarr_dask_gpu.open_dataset(era5, device=device, chunks={"lat": -1, "time": 5})
+    assert ds.sp.chunks[0] == (5, 5, 2)
+    eager = zarr_dask_gpu.open_dataset(era5, device=device, chunks=None)
+    assert not isinstance(eager.t2m.data, dask.array.Array)
+    ref = xr.open_dataset(era5, engine="zarr")
+    np.testing.assert_array_equal(host(eager.sp.data), ref.sp.values)
+
+
+def test_engine_entry_point(era5, device):
+    ds = xr.open_dataset(era5, engine="zarr_gpu", device=device, blocks={"time": 4})
+    # xarray wraps backend variables (so ds.t2m.chunks is None) but .data is our dask array
+    assert ds.t2m.data.name.startswith("from-zarr-gpu") and ds.t2m.data.chunks[0] == (4, 4, 4)
+    ref = xr.open_dataset(era5, engine="zarr")
+    np.testing.assert_array_equal(host(ds.t2m.data.compute()), ref.t2m.values)
+    sel = ds.t2m.sel(lat=slice(60, -60)).mean("time")
+    np.testing.assert_allclose(
+        host(sel.data.compute()), ref.t2m.sel(lat=slice(60, -60)).mean("time").values, rtol=1e-5
+    )
+
+
+def test_open_mfdataset(tmp_path, device):
+    paths = []
+    for i in range(3):
+        p = tmp_path / f"part{i}.zarr"
+        xr.Dataset(
+            {"v": (("time", "x"), np.full((4, 5), i, "f4"))},
+            coords={"time": pd.date_range(f"2020-01-0{i + 1}", periods=4, freq="6h"), "x": np.arange(5)},
+        ).to_zarr(p, mode="w")
+        paths.append(p)
+    ds = xr.open_mfdataset(paths, engine="zarr_gpu", device=device, combine="by_coords")
+    np.testing.assert_array_equal(host(ds.v.data.compute())[:, 0], np.repeat([0, 1, 2], 4))
+
+
+def test_groups_and_drop_variables(tmp_path, device):
+    path = tmp_path / "g.zarr"
+    xr.Dataset({"a": (("x",), np.arange(6.0))}).to_zarr(path, group="inner/deeper", mode="w")
+    ds = zarr_dask_gpu.open_dataset(path, group="inner/deeper", device=device)
+    np.testing.assert_array_equal(host(ds.a.data.compute()), np.arange(6.0))
+    assert "a" not in zarr_dask_gpu.open_dataset(
+        path, group="inner/deeper", drop_variables="a", device=device
+    )
+
+
+def test_damaged_chunk_names_variable_and_key(era5, device):
+    ds = zarr_dask_gpu.open_dataset(era5, device=device)
+    fmt3 = (era5 / "t2m" / "zarr.json").exists()
+    key = era5 / "t2m" / ("c/1/0/0" if fmt3 else "1.0.0")
+    key.write_bytes(b"garbage!")
+    with pytest.raises(ChunkDecodeError, match=r"t2m.*|.*t2m") as e:
+        ds.t2m.compute()
+    assert "t2m" in str(e.value) and e.value.key in ("c/1/0/0", "1.0.0")
+
+
+def test_opening_computes_nothing(era5, device):
+    class NoCompute:
+        def __call__(self, *a, **k):
+            raise AssertionError("computed while opening")
+
+    for f in (era5 / "t2m").rglob("*"):
+        if f.is_file() and "zarr" not in f.name and not f.name.startswith("."):
+            f.write_bytes(b"garbage!")
+    with dask.config.set(scheduler=NoCompute()):
+        ds = zarr_dask_gpu.open_dataset(era5, device=device)
+        ds.t2m.mean("time")
+
+
+def test_backend_module_imports_without_gpu_libraries():
+    code = (
+        "import sys\n"
+        "for m in ('cupy', 'kvikio', 'nvidia', 'nvidia.nvcomp', 'dask_cuda'): sys.modules[m] = None\n"
+        "import xarray as xr\n"
+        "import zarr_dask_gpu.xarray_backend as b\n"
+        "assert 'zarr_gpu' in xr.backends.list_engines()\n"
+        "assert not any(m.startswith(('cupy', 'kvikio')) and sys.modules[m] for m in sys.modules)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

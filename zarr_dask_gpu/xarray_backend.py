@@ -1,0 +1,191 @@
+"""xarray: ``zarr_dask_gpu.open_dataset`` and the ``zarr_gpu`` engine.
+
+Data variables are dask arrays from this package's graph builder (cupy blocks and cupy ``meta`` on
+the GPU); dimension coordinates, small coordinates and non-numeric variables are read on the host as
+numpy. Metadata, attributes and encodings come from xarray's own zarr store, and CF decoding is
+xarray's, applied lazily block by block, so values and dtypes match ``engine="zarr"``. This module
+imports on machines without cupy, kvikio or nvCOMP.
+"""
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from xarray.backends import BackendEntrypoint
+from xarray.backends.zarr import ZarrStore
+
+from . import config
+from .device import resolve_device
+from .errors import ZarrGpuError
+from .graph import from_zarr_gpu
+from .metadata import open_array_info
+from .plan import block_chunks
+
+# coordinates up to this size go to the host with the indexes; larger ones stay lazy on the device
+HOST_COORD_BYTES = 16 << 20
+
+
+def _blocks(chunks: Any, dims: tuple[str, ...], array: Any) -> Any:
+    """xarray's ``chunks`` for one variable, in ``from_zarr_gpu``'s terms."""
+    if isinstance(chunks, Mapping):
+        info = open_array_info(array)
+        default = block_chunks(None, info.shape, info.chunks, info.dtype, config.get("block-size"))
+        out = []
+        for d, size, axis_default in zip(dims, info.shape, default, strict=True):
+            want = chunks.get(d)
+            out.append(axis_default if want is None else (size if want == -1 else want))
+        return tuple(out)
+    return chunks
+
+
+def _coordinate_names(variables: Mapping[str, xr.Variable]) -> set[str]:
+    names = {d for v in variables.values() for d in v.dims}
+    for v in variables.values():
+        names.update(str(v.attrs.get("coordinates", "")).split())
+    return names
+
+
+def open_dataset(
+    store: str | os.PathLike,
+    *,
+    group: str | None = None,
+    chunks: Any = {},  # noqa: B006 (xarray's convention: {} means the engine's preferred blocks)
+    device: str = "auto",
+    consolidated: bool | None = None,
+    drop_variables: str | Iterable[str] | None = None,
+    mask_and_scale: bool = True,
+    decode_times: bool = True,
+    decode_timedelta: bool | None = None,
+    use_cftime: bool | None = None,
+    concat_characters: bool = True,
+    decode_coords: bool | str = True,
+    decode_cf: bool = True,
+    strict: bool | None = None,
+) -> xr.Dataset:
+    """Open a zarr group as an xarray Dataset whose data variables are read on the GPU.
+
+    Parameters
+    ----------
+    store
+        Path of a local zarr group (v2 or v3); consolidated metadata is used when present.
+    group
+        A group inside the store.
+    chunks
+        ``{}`` (default): blocks of whole zarr chunks, about ``zarr_dask_gpu.block-size`` each;
+        a dict of dimension names to sizes (other dimensions keep the default, -1 means whole);
+        ``"auto"``, an int or a byte size as in ``from_zarr_gpu``; ``None`` loads every data
+        variable onto the device now.
+    device
+        "gpu", "cpu" or "auto", as in ``from_zarr_gpu``.
+    decode_cf, mask_and_scale, decode_times, decode_timedelta, use_cftime, concat_characters,
+    decode_coords, drop_variables
+        As in ``xarray.open_dataset``.
+    strict
+        Raise for missing chunks instead of reading the fill value.
+    """
+    dev = resolve_device(device)
+    if isinstance(drop_variables, str):
+        drop_variables = [drop_variables]
+    drop = set(drop_variables or ())
+    zstore = ZarrStore.open_group(os.fspath(store), mode="r", group=group, consolidated=consolidated)
+    variables = {k: v for k, v in zstore.get_variables().items() if k not in drop}
+    coords = _coordinate_names(variables)
+    out: dict[str, xr.Variable] = {}
+    for name, var in variables.items():
+        array = zstore.zarr_group[name]
+        encoding = dict(var.encoding)
+        numeric = np.dtype(var.dtype).kind in "biufc"
+        if not numeric or name in var.dims or (name in coords and array.nbytes <= HOST_COORD_BYTES):
+            data: Any = np.asarray(var.values)  # indexes and small coordinates live on the host
+            if not numeric:
+                encoding["zarr_gpu"] = f"read on the host: dtype {var.dtype} is not numeric"
+        else:
+            try:
+                data = from_zarr_gpu(
+                    array, chunks=_blocks(chunks, var.dims, array), device=dev, strict=strict
+                )
+            except ZarrGpuError as e:
+                raise type(e)(f"variable {name!r}: {e}") from e
+            encoding["zarr_gpu"] = f"dask array of {'cupy' if dev == 'gpu' else 'numpy'} blocks"
+        out[name] = xr.Variable(var.dims, data, var.attrs, encoding)
+    attrs = zstore.get_attrs()
+    coord_names: set[str] = set()
+    if decode_cf:
+        out, attrs, coord_names = xr.conventions.decode_cf_variables(
+            out,
+            attrs,
+            concat_characters=concat_characters,
+            mask_and_scale=mask_and_scale,
+            decode_times=decode_times,
+            decode_coords=decode_coords,
+            use_cftime=use_cftime,
+            decode_timedelta=decode_timedelta,
+        )
+    ds = xr.Dataset(out, attrs=attrs).set_coords([c for c in coord_names if c in out])
+    ds.set_close(zstore.close)
+    return ds.load() if chunks is None else ds
+
+
+class ZarrGpuBackendEntrypoint(BackendEntrypoint):
+    """``xr.open_dataset(path, engine="zarr_gpu")``: data variables read on the GPU.
+
+    The variables are already dask arrays of this package's blocks; choose them with ``blocks=``
+    (the forms of ``open_dataset``'s ``chunks``) and leave xarray's ``chunks`` unset, because xarray
+    re-wraps dask variables in a graph of its own, with numpy ``meta``, when ``chunks`` is given.
+    """
+
+    description = "Zarr v2/v3 read onto GPUs with kvikio and nvCOMP (zarr-dask-gpu)"
+    url = "https://github.com/zarr-dask-gpu/zarr-dask-gpu"
+    open_dataset_parameters = (
+        "filename_or_obj",
+        "drop_variables",
+        "mask_and_scale",
+        "decode_times",
+        "concat_characters",
+        "decode_coords",
+        "use_cftime",
+        "decode_timedelta",
+        "group",
+        "consolidated",
+        "device",
+        "blocks",
+        "strict",
+    )
+
+    def open_dataset(  # type: ignore[override]
+        self,
+        filename_or_obj: Any,
+        *,
+        drop_variables: str | Iterable[str] | None = None,
+        mask_and_scale: bool = True,
+        decode_times: bool = True,
+        concat_characters: bool = True,
+        decode_coords: bool | str = True,
+        use_cftime: bool | None = None,
+        decode_timedelta: bool | None = None,
+        group: str | None = None,
+        consolidated: bool | None = None,
+        device: str = "auto",
+        blocks: Any = None,
+        strict: bool | None = None,
+    ) -> xr.Dataset:
+        return open_dataset(
+            filename_or_obj,
+            group=group,
+            chunks={} if blocks is None else blocks,
+            device=device,
+            consolidated=consolidated,
+            drop_variables=drop_variables,
+            mask_and_scale=mask_and_scale,
+            decode_times=decode_times,
+            decode_timedelta=decode_timedelta,
+            use_cftime=use_cftime,
+            concat_characters=concat_characters,
+            decode_coords=decode_coords,
+            strict=strict,
+        )
+
+    def guess_can_open(self, filename_or_obj: Any) -> bool:
+        return False  # never taken over from engine="zarr" unless asked for by name
