@@ -160,3 +160,20 @@ def test_backend_module_imports_without_gpu_libraries():
         "assert not any(m.startswith(('cupy', 'kvikio')) and sys.modules[m] for m in sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_open_datatree_of_nested_groups(tmp_path, device):
+    path = tmp_path / "tree.zarr"
+    xr.Dataset({"a": (("x",), np.arange(4.0))}).to_zarr(path, mode="w")
+    xr.Dataset({"b": (("y",), np.arange(3, dtype="i4"))}).to_zarr(path, group="child", mode="a")
+    xr.Dataset({"c": (("z",), np.ones(2, "f2"))}).to_zarr(path, group="child/grandchild", mode="a")
+    ref = xr.open_datatree(path, engine="zarr")
+    for tree in (
+        zarr_dask_gpu.open_datatree(path, device=device),
+        xr.open_datatree(path, engine="zarr_gpu", device=device),
+    ):
+        assert {n.path for n in tree.subtree} == {n.path for n in ref.subtree}
+        np.testing.assert_array_equal(
+            host(tree["child/grandchild"].c.data.compute()), ref["child/grandchild"].c.values
+        )
+        np.testing.assert_array_equal(host(tree["child"].b.data.compute()), ref["child"].b.values)

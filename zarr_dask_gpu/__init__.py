@@ -23,13 +23,14 @@ __all__ = [
     "config",
     "from_zarr_gpu",
     "open_dataset",
+    "open_datatree",
 ]
 
 
 def __getattr__(name: str):
     # xarray is an optional extra: its entry points import only when asked for
-    if name == "open_dataset":
-        from .xarray_backend import open_dataset
+    if name in ("open_dataset", "open_datatree"):
+        from . import xarray_backend
 
-        return open_dataset
+        return getattr(xarray_backend, name)
     raise AttributeError(f"module 'zarr_dask_gpu' has no attribute {name!r}")

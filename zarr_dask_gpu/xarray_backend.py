@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+import zarr
 from xarray.backends import BackendEntrypoint
 from xarray.backends.zarr import ZarrStore
 
@@ -128,6 +129,21 @@ def open_dataset(
     return ds.load() if chunks is None else ds
 
 
+def open_groups_as_dict(store: str | os.PathLike, **kwargs: Any) -> dict[str, xr.Dataset]:
+    """Every group of a zarr hierarchy as a Dataset, keyed by its path ("/" for the root).
+
+    ``kwargs`` are those of ``open_dataset``.
+    """
+    root = zarr.open_group(os.fspath(store), mode="r")
+    paths = ["", *sorted(name for name, node in root.members(max_depth=None) if isinstance(node, zarr.Group))]
+    return {"/" + p: open_dataset(store, group=p or None, **kwargs) for p in paths}
+
+
+def open_datatree(store: str | os.PathLike, **kwargs: Any) -> xr.DataTree:
+    """A zarr hierarchy as an xarray DataTree; ``kwargs`` are those of ``open_dataset``."""
+    return xr.DataTree.from_dict(open_groups_as_dict(store, **kwargs))
+
+
 class ZarrGpuBackendEntrypoint(BackendEntrypoint):
     """``xr.open_dataset(path, engine="zarr_gpu")``: data variables read on the GPU.
 
@@ -186,6 +202,13 @@ class ZarrGpuBackendEntrypoint(BackendEntrypoint):
             decode_coords=decode_coords,
             strict=strict,
         )
+
+    def open_groups_as_dict(self, filename_or_obj: Any, **kwargs: Any) -> dict[str, xr.Dataset]:  # type: ignore[override]
+        blocks = kwargs.pop("blocks", None)
+        return open_groups_as_dict(filename_or_obj, chunks={} if blocks is None else blocks, **kwargs)
+
+    def open_datatree(self, filename_or_obj: Any, **kwargs: Any) -> xr.DataTree:  # type: ignore[override]
+        return xr.DataTree.from_dict(self.open_groups_as_dict(filename_or_obj, **kwargs))
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
         return False  # never taken over from engine="zarr" unless asked for by name
