@@ -171,37 +171,10 @@ class ZarrGpuBackendEntrypoint(BackendEntrypoint):
     )
 
     def open_dataset(  # type: ignore[override]
-        self,
-        filename_or_obj: Any,
-        *,
-        drop_variables: str | Iterable[str] | None = None,
-        mask_and_scale: bool = True,
-        decode_times: bool = True,
-        concat_characters: bool = True,
-        decode_coords: bool | str = True,
-        use_cftime: bool | None = None,
-        decode_timedelta: bool | None = None,
-        group: str | None = None,
-        consolidated: bool | None = None,
-        device: str = "auto",
-        blocks: Any = None,
-        strict: bool | None = None,
+        self, filename_or_obj: Any, *, blocks: Any = None, **kwargs: Any
     ) -> xr.Dataset:
-        return open_dataset(
-            filename_or_obj,
-            group=group,
-            chunks={} if blocks is None else blocks,
-            device=device,
-            consolidated=consolidated,
-            drop_variables=drop_variables,
-            mask_and_scale=mask_and_scale,
-            decode_times=decode_times,
-            decode_timedelta=decode_timedelta,
-            use_cftime=use_cftime,
-            concat_characters=concat_characters,
-            decode_coords=decode_coords,
-            strict=strict,
-        )
+        # xarray passes the decoders named in open_dataset_parameters, and the backend kwargs
+        return open_dataset(filename_or_obj, chunks={} if blocks is None else blocks, **kwargs)
 
     def open_groups_as_dict(self, filename_or_obj: Any, **kwargs: Any) -> dict[str, xr.Dataset]:  # type: ignore[override]
         blocks = kwargs.pop("blocks", None)
