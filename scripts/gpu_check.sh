@@ -11,5 +11,6 @@ timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q -m gpu -p no:cacheprovider -
 tests_rc=${PIPESTATUS[0]}
 timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/bench_read.py --json "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
 bench_rc=${PIPESTATUS[0]}
-echo "gpu tests rc=$tests_rc, benchmark rc=$bench_rc"
+timeout "${DIAG_TIMEOUT:-120}" python3 benchmarks/diagnose_overlap.py 2>&1 | tee "$OUT/diagnose.log"
+echo "gpu tests rc=$tests_rc, benchmark rc=$bench_rc, diagnosis rc=${PIPESTATUS[0]}"
 exit $(( tests_rc || bench_rc ))
