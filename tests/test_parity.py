@@ -170,29 +170,6 @@ def test_group_component_and_open_array(tmp_path, device):
     np.testing.assert_array_equal(host(from_zarr_gpu(a, device=device).compute()), a[...])
 
 
-def test_sharded_array_reads_through_zarr(tmp_path, device):
-    a = zarr.create_array(
-        tmp_path / "a.zarr",
-        shape=(40, 24),
-        chunks=(5, 6),
-        shards=(20, 12),
-        dtype="f8",
-        compressors=[ZstdCodec(level=1)],
-    )
-    a[:30] = sample((30, 24), "f8")
-    with pytest.warns(Warning) if device == "gpu" else _nullcontext():
-        x = _check(tmp_path / "a.zarr", device)
-    assert x.chunks == ((40,), (24,))
-
-
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *a):
-        return False
-
-
 @pytest.mark.parametrize("codec", ["zstd", "gzip", None])
 def test_arrays_written_by_tensorstore(tmp_path, device, codec):
     ts = pytest.importorskip("tensorstore")

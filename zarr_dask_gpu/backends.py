@@ -17,6 +17,7 @@ from .device import Device
 from .io import HostReader, cpu_threads
 from .metadata import ArrayInfo
 from .plan import ChunkPiece
+from .storage import locate
 
 
 class Backend(Protocol):
@@ -50,7 +51,7 @@ class CpuBackend:
         yield
 
     def decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece]) -> list[np.ndarray | None]:
-        staged = HostReader().read([info.chunk_path(p.coords) for p in pieces])
+        staged = HostReader().read(locate(info, [p.coords for p in pieces]))
         view = memoryview(staged.buffer)
 
         def one(i: int) -> np.ndarray | None:

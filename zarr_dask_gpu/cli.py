@@ -20,13 +20,14 @@ def _info(args: argparse.Namespace) -> int:
 
     info = open_array_info(args.path, args.component)
     chain = info.chain
-    blocks = block_chunks(None, info.shape, info.chunks, info.dtype, config.get("block-size"))
+    blocks = block_chunks(None, info.shape, info.grid, info.dtype, config.get("block-size"))
     doc: dict[str, Any] = {
         "path": info.location,
         "zarr_format": info.zarr_format,
         "shape": list(info.shape),
         "dtype": str(info.dtype),
         "chunk_shape": list(info.chunks),
+        "shard_shape": list(info.shard.shape) if info.shard else None,
         "chunks": int(np.prod([-(-s // c) for s, c in zip(info.shape, info.chunks, strict=True)])),
         "codecs": list(chain.stages),
         "gpu_decode": chain.gpu is not None,
@@ -48,6 +49,10 @@ def _info(args: argparse.Namespace) -> int:
         f"({np.prod(info.shape) * info.dtype.itemsize / 1e9:.3g} GB)"
     )
     print(f"  chunks       {tuple(info.chunks)}  ({doc['chunks']} in the grid)")
+    if info.shard:
+        where_index = "start" if info.shard.index_at_start else "end"
+        crc = ", crc32c" if info.shard.checksum else ""
+        print(f"  shards       {info.shard.shape}  (index at the {where_index}{crc}; inner chunks as ranges)")
     print(f"  codecs       {' -> '.join(chain.stages)}")
     print(f"  decoded on   {where}")
     print(f"  fill value   {doc['fill_value']}")

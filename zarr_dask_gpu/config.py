@@ -20,6 +20,10 @@ DEFAULTS: dict[str, Any] = {
     # transient IO errors (EIO, EAGAIN, a short read) are retried this often, backing off from the delay
     "io-retries": 3,
     "io-retry-delay": 0.05,
+    # ranges of one file (inner chunks of a shard) closer than this are read in one pread ...
+    "coalesce-gap": "1MiB",
+    # ... of at most this many bytes
+    "coalesce-limit": "256MiB",
 }
 
 dask.config.update_defaults({"zarr_dask_gpu": DEFAULTS})

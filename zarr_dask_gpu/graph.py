@@ -84,7 +84,7 @@ def from_zarr_gpu(
     info = open_array_info(store, component)
     dev = resolve_device(device)
     strict = bool(config.get("strict")) if strict is None else strict
-    blocks = block_chunks(chunks, info.shape, info.chunks, info.dtype, config.get("block-size"))
+    blocks = block_chunks(chunks, info.shape, info.grid, info.dtype, config.get("block-size"))
     if dev == "gpu" and info.chain.gpu is None and info.location not in _warned:
         _warned.add(info.location)
         warnings.warn(

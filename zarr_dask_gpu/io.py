@@ -15,18 +15,19 @@ from typing import Any, Protocol
 import numpy as np
 
 from . import config
+from .storage import Range, Read, coalesce
 
 
 @dataclass
 class Staged:
-    """Chunk files read into one buffer.
+    """Read units (chunk files or byte ranges) in one buffer.
 
     Attributes
     ----------
     buffer
-        One byte buffer (numpy on the host, cupy on the device) holding every present chunk.
+        One byte buffer (numpy on the host, cupy on the device) holding every present unit.
     offsets, sizes
-        Where each chunk starts in ``buffer`` and its stored size; -1 and 0 for missing chunks.
+        Where each unit starts in ``buffer`` and its stored size; -1 and 0 for missing units.
     """
 
     buffer: Any
@@ -39,34 +40,54 @@ class Staged:
 
 
 class ChunkReader(Protocol):
-    """Reads chunk files into one staging buffer; the caller's reader decides where memory lives."""
+    """Reads byte ranges into one staging buffer; the reader decides where that memory lives."""
 
-    def read(self, paths: Sequence[str], skip: int = 0, align: int = 1) -> Staged:
-        """Read every file in ``paths``; a file that does not exist is a missing chunk."""
+    def read(self, ranges: Sequence[Range | None], skip: int = 0, align: int = 1) -> Staged:
+        """Read every range (None: a missing unit), merging neighbours of one file into one pread.
+
+        A read's first payload (after ``skip`` header bytes) starts on an ``align``-byte boundary.
+        """
         ...
 
 
-def layout(paths: Sequence[str], skip: int, align: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Sizes of the files (-1 offset for absent ones) and their placement in a staging buffer."""
-    n = len(paths)
-    offsets = np.full(n, -1, dtype=np.int64)
-    sizes = np.zeros(n, dtype=np.int64)
-    cursor = 0
-    for i, p in enumerate(paths):
-        try:
-            size = os.stat(p).st_size
-        except FileNotFoundError:
-            continue
+@dataclass
+class Layout:
+    """The preads for a list of ranges and where everything lands in a staging buffer of ``total`` bytes.
+
+    Attributes
+    ----------
+    reads, starts
+        The merged preads and where each lands.
+    offsets, sizes
+        Each unit's place in the buffer (-1 when missing) and its stored size.
+    """
+
+    reads: list[Read]
+    starts: list[int]
+    offsets: np.ndarray
+    sizes: np.ndarray
+    total: int
+
+
+def layout(ranges: Sequence[Range | None], skip: int, align: int) -> Layout:
+    """Merge ``ranges`` into preads and place them, each read's start aligned for its payload."""
+    reads = coalesce(ranges)
+    offsets = np.full(len(ranges), -1, dtype=np.int64)
+    sizes = np.array([r.size if r is not None else 0 for r in ranges], dtype=np.int64)
+    starts, cursor = [], 0
+    for rd in reads:
         cursor += (-(cursor + skip)) % align
-        offsets[i], sizes[i] = cursor, size
-        cursor += size
-    return offsets, sizes, cursor
+        starts.append(cursor)
+        for unit, at in rd.members:
+            offsets[unit] = cursor + at
+        cursor += rd.size
+    return Layout(reads, starts, offsets, sizes, cursor)
 
 
 def retrying[T](what: str, fn: Callable[[], T]) -> T:
     """Run ``fn``, retrying transient OS errors (``zarr_dask_gpu.io-retries`` times, backing off).
 
-    A file that does not exist is not transient: it is a missing chunk, found by ``layout``.
+    A file that does not exist is not transient: it is a missing chunk, found by ``locate``.
     """
     retries, delay = int(config.get("io-retries")), float(config.get("io-retry-delay"))
     for attempt in range(retries + 1):
@@ -88,26 +109,28 @@ def cpu_threads() -> int:
 class HostReader:
     """Parallel POSIX preads into one numpy buffer."""
 
-    def read(self, paths: Sequence[str], skip: int = 0, align: int = 1) -> Staged:
-        offsets, sizes, total = layout(paths, skip, align)
-        buf = np.empty(total, dtype=np.uint8)
+    def read(self, ranges: Sequence[Range | None], skip: int = 0, align: int = 1) -> Staged:
+        plan = layout(ranges, skip, align)
+        buf = np.empty(plan.total, dtype=np.uint8)
 
-        def one(i: int) -> None:
-            view = memoryview(buf)[offsets[i] : offsets[i] + sizes[i]]
+        def one(k: int) -> None:
+            rd = plan.reads[k]
+            view = memoryview(buf)[plan.starts[k] : plan.starts[k] + rd.size]
 
             def attempt() -> None:
-                with open(paths[i], "rb", buffering=0) as f:
+                with open(rd.path, "rb", buffering=0) as f:
+                    f.seek(rd.offset)
                     got = f.readinto(view)
-                if got != sizes[i]:  # the file shrank between stat and read
-                    raise OSError(errno.EIO, f"short read of {paths[i]}: {got} of {sizes[i]} bytes")
+                if got != rd.size:  # the file shrank, or a shard is shorter than its index says
+                    raise OSError(
+                        errno.EIO, f"short read of {rd.path}: {got} of {rd.size} bytes at {rd.offset}"
+                    )
 
-            retrying(paths[i], attempt)
+            retrying(rd.path, attempt)
 
-        todo = np.flatnonzero(offsets >= 0)
-        if len(todo) > 1:
-            with ThreadPoolExecutor(min(cpu_threads(), len(todo))) as ex:
-                list(ex.map(one, todo))
-        else:
-            for i in todo:
-                one(i)
-        return Staged(buf, offsets, sizes)
+        if len(plan.reads) > 1:
+            with ThreadPoolExecutor(min(cpu_threads(), len(plan.reads))) as ex:
+                list(ex.map(one, range(len(plan.reads))))
+        elif plan.reads:
+            one(0)
+        return Staged(buf, plan.offsets, plan.sizes)

@@ -10,7 +10,7 @@ from dask.base import tokenize
 from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
 from zarr.storage import LocalStore
 
-from .codecs.chain import ChainPlan, classify
+from .codecs.chain import ChainPlan, ShardLayout, classify, shard_layout
 from .errors import MetadataError
 
 
@@ -25,7 +25,8 @@ class ArrayInfo:
     path
         The array's path inside the store ("" for a store that is itself the array).
     shape, chunks
-        Array shape and the shape of one stored chunk (for a sharded array, of one shard).
+        Array shape and the shape of the unit a task reads and decodes: the stored chunk, the inner
+        chunk of a sharded array whose index this package reads, or else the whole shard.
     dtype
         The native-byte-order dtype blocks are returned in.
     fill_value
@@ -33,7 +34,9 @@ class ArrayInfo:
     metadata
         zarr-python's parsed metadata, for chunk keys and CPU decoding.
     chain
-        The codec chain and what the GPU decodes of it.
+        The codec chain of one read unit and what the GPU decodes of it.
+    shard
+        The sharding layout when read units are inner chunks of shards, else None.
     """
 
     root: str
@@ -44,6 +47,7 @@ class ArrayInfo:
     fill_value: Any
     metadata: ArrayV2Metadata | ArrayV3Metadata
     chain: ChainPlan
+    shard: ShardLayout | None = None
 
     @property
     def location(self) -> str:
@@ -59,9 +63,30 @@ class ArrayInfo:
         """A deterministic name for this array's current metadata."""
         return tokenize(self.location, self.metadata.to_dict())
 
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """The stored grid: the shard shape when sharded, else the chunk shape (blocks align to it)."""
+        return self.shard.shape if self.shard is not None else self.chunks
+
+    @property
+    def per_shard(self) -> tuple[int, ...]:
+        """Read units along each axis of one shard (all ones when unsharded)."""
+        if self.shard is None:
+            return (1,) * len(self.shape)
+        return tuple(s // c for s, c in zip(self.shard.shape, self.chunks, strict=True))
+
     def chunk_key(self, coords: tuple[int, ...]) -> str:
-        """The key of chunk ``coords`` relative to the array, such as ``c/1/2`` or ``1.2``."""
-        return self.metadata.encode_chunk_key(coords)
+        """The stored key holding read unit ``coords`` (its shard's key when sharded), such as
+        ``c/1/2`` or ``1.2``."""
+        return self.metadata.encode_chunk_key(
+            tuple(c // n for c, n in zip(coords, self.per_shard, strict=True))
+        )
+
+    def chunk_label(self, coords: tuple[int, ...]) -> str:
+        """How errors name a read unit inside its key: the inner chunk of a shard, or nothing."""
+        if self.shard is None:
+            return ""
+        return f"inner chunk {tuple(c % n for c, n in zip(coords, self.per_shard, strict=True))}: "
 
     def chunk_path(self, coords: tuple[int, ...]) -> str:
         return os.path.join(self.location, *self.chunk_key(coords).split("/"))
@@ -104,13 +129,15 @@ def open_array_info(store: Any, component: str | None = None) -> ArrayInfo:
     if dtype.kind not in "biufc":
         raise MetadataError(f"{root}/{path}: dtype {dtype} is not numeric; only numeric arrays are read")
     fill = arr.fill_value if arr.fill_value is not None else 0
+    layout = shard_layout(meta) if isinstance(meta, ArrayV3Metadata) else None
     return ArrayInfo(
         root=root,
         path=path,
         shape=tuple(arr.shape),
-        chunks=tuple(arr.chunks) if arr.shards is None else tuple(arr.shards),
+        chunks=tuple(arr.chunks) if arr.shards is None or layout is not None else tuple(arr.shards),
         dtype=dtype.newbyteorder("="),
         fill_value=np.asarray(fill, dtype=dtype).item(),
         metadata=meta,
         chain=classify(meta),
+        shard=layout,
     )

@@ -38,7 +38,10 @@ def _read_region(
         chunks = backend.decode(info, pieces)
         missing = [p for p, c in zip(pieces, chunks, strict=True) if c is None]
         if missing and strict:
-            raise MissingChunkError(info.location, info.chunk_key(missing[0].coords), "chunk is missing")
+            c = missing[0].coords
+            raise MissingChunkError(
+                info.location, info.chunk_key(c), info.chunk_label(c) + "chunk is missing"
+            )
         if missing or not pieces:
             out = xp.full(shape, info.fill_value, dtype=info.dtype)
         else:

@@ -32,7 +32,7 @@ def _blocks(chunks: Any, dims: tuple[str, ...], array: Any) -> Any:
     """xarray's ``chunks`` for one variable, in ``from_zarr_gpu``'s terms."""
     if isinstance(chunks, Mapping):
         info = open_array_info(array)
-        default = block_chunks(None, info.shape, info.chunks, info.dtype, config.get("block-size"))
+        default = block_chunks(None, info.shape, info.grid, info.dtype, config.get("block-size"))
         out = []
         for d, size, axis_default in zip(dims, info.shape, default, strict=True):
             want = chunks.get(d)

@@ -51,15 +51,56 @@ class ChainPlan:
     cpu_reason: str | None
 
 
+@dataclass(frozen=True)
+class ShardLayout:
+    """A v3 ``sharding_indexed`` layout whose index this package reads itself.
+
+    Attributes
+    ----------
+    shape
+        The shard shape; the array's read unit is then the inner chunk.
+    index_at_start
+        The index sits before the inner chunks (``index_location: start``).
+    checksum
+        The index ends with a crc32c of its entries.
+    """
+
+    shape: tuple[int, ...]
+    index_at_start: bool
+    checksum: bool
+
+
 def classify(metadata: ArrayV2Metadata | ArrayV3Metadata) -> ChainPlan:
-    """Describe ``metadata``'s codec chain and whether the GPU path decodes all of it."""
+    """Describe ``metadata``'s codec chain and whether the GPU path decodes all of it.
+
+    For a sharded array with a plain index (bytes, optionally crc32c) this is the inner chunks'
+    chain; other sharding layouts decode whole shards with zarr-python.
+    """
     if isinstance(metadata, ArrayV3Metadata):
-        return _classify_v3(metadata)
+        layout = shard_layout(metadata)
+        docs = [c.to_dict() for c in metadata.codecs]
+        if layout is not None:
+            docs = [c if isinstance(c, dict) else c.to_dict() for c in docs[0]["configuration"]["codecs"]]
+        return _classify_v3(docs, len(metadata.shape))
     return _classify_v2(metadata)
 
 
-def _classify_v3(metadata: ArrayV3Metadata) -> ChainPlan:
+def shard_layout(metadata: ArrayV3Metadata) -> ShardLayout | None:
+    """The sharding layout when the array is sharded with an index this package reads, else None."""
     docs = [c.to_dict() for c in metadata.codecs]
+    if len(docs) != 1 or docs[0]["name"] != "sharding_indexed":
+        return None
+    conf = docs[0]["configuration"]
+    index = [c if isinstance(c, dict) else c.to_dict() for c in conf["index_codecs"]]
+    names = [c["name"] for c in index]
+    little = (index[0].get("configuration") or {}).get("endian", "little") == "little"
+    if names not in (["bytes"], ["bytes", "crc32c"]) or not little:
+        return None
+    location = str(getattr(conf.get("index_location", "end"), "value", conf.get("index_location", "end")))
+    return ShardLayout(tuple(metadata.chunk_grid.chunk_shape), location == "start", names[-1] == "crc32c")
+
+
+def _classify_v3(docs: list[dict], ndim: int) -> ChainPlan:
     stages = tuple(str(d["name"]) for d in docs)
     transpose: tuple[int, ...] | None = None
     big_endian = False
@@ -80,7 +121,7 @@ def _classify_v3(metadata: ArrayV3Metadata) -> ChainPlan:
             break
     if reason is None and not seen_bytes:
         reason = f"array-to-bytes codec {stages} is not decoded on the GPU"
-    if reason is None and transpose == tuple(range(len(metadata.shape))):
+    if reason is None and transpose == tuple(range(ndim)):
         transpose = None
     if reason is not None:
         return ChainPlan(stages, None, reason)

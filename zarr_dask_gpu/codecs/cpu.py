@@ -11,6 +11,7 @@ from zarr.core.chunk_utils import ChunkTransform
 from zarr.core.codec_pipeline import AsyncChunkTransform
 from zarr.core.metadata import ArrayV2Metadata
 from zarr.core.sync import sync
+from zarr.registry import get_pipeline_class
 
 from ..errors import ChunkDecodeError
 from ..metadata import ArrayInfo
@@ -26,7 +27,6 @@ def _transform(info: ArrayInfo) -> tuple[object, ArraySpec]:
     with _lock:
         if token not in _transforms:
             meta = info.metadata
-            codecs = tuple(create_codec_pipeline(meta))
             order = meta.order if isinstance(meta, ArrayV2Metadata) else "C"
             spec = ArraySpec(
                 shape=info.chunks,
@@ -35,6 +35,11 @@ def _transform(info: ArrayInfo) -> tuple[object, ArraySpec]:
                 config=ArrayConfig.from_dict({"order": order}),
                 prototype=default_buffer_prototype(),
             )
+            if info.shard is None:
+                codecs = tuple(create_codec_pipeline(meta))
+            else:  # read units are inner chunks: their own chain, evolved for their shape
+                inner = meta.codecs[0].codecs
+                codecs = tuple(get_pipeline_class().from_codecs(inner).evolve_from_array_spec(spec))
             try:
                 transform: object = ChunkTransform(codecs=codecs)
             except TypeError:  # a codec without a synchronous path
@@ -51,15 +56,15 @@ def decode_chunk(info: ArrayInfo, coords: tuple[int, ...], data: memoryview) -> 
     ChunkDecodeError
         The chunk is damaged or decodes to the wrong size; the message names its key.
     """
-    key = info.chunk_key(coords)
+    key, label = info.chunk_key(coords), info.chunk_label(coords)
     chain = info.chain.gpu
     expected = int(np.prod(info.chunks)) * info.dtype.itemsize
     if chain is not None:
         why = headers.check(chain.compression, data, expected)
         if why:
-            raise ChunkDecodeError(info.location, key, why)
+            raise ChunkDecodeError(info.location, key, label + why)
     elif len(data) == 0:
-        raise ChunkDecodeError(info.location, key, "the stored chunk is empty (0 bytes)")
+        raise ChunkDecodeError(info.location, key, label + "the stored chunk is empty (0 bytes)")
     transform, spec = _transform(info)
     try:
         buf = Buffer.from_bytes(data)
@@ -69,7 +74,9 @@ def decode_chunk(info: ArrayInfo, coords: tuple[int, ...], data: memoryview) -> 
             out = sync(transform.decode_chunk(buf, spec))
         arr = out.as_numpy_array()
     except Exception as e:  # numcodecs and zarr raise many types for damaged data
-        raise ChunkDecodeError(info.location, key, f"decode failed: {type(e).__name__}: {e}") from e
+        raise ChunkDecodeError(info.location, key, f"{label}decode failed: {type(e).__name__}: {e}") from e
     if arr.shape != info.chunks:
-        raise ChunkDecodeError(info.location, key, f"decoded to shape {arr.shape}, expected {info.chunks}")
+        raise ChunkDecodeError(
+            info.location, key, f"{label}decoded to shape {arr.shape}, expected {info.chunks}"
+        )
     return arr.astype(info.dtype, copy=False)

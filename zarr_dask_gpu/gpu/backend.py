@@ -17,6 +17,7 @@ from ..errors import ChunkDecodeError
 from ..io import HostReader
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece
+from ..storage import locate
 from . import setup, validate
 from .reader import KvikioReader
 
@@ -93,13 +94,13 @@ class GpuBackend:
         return _configs[key]
 
     def decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece]) -> list[cp.ndarray | None]:
-        """Device arrays of each piece's whole chunk (None for missing chunks)."""
+        """Device arrays of each piece's whole read unit (None where it is missing)."""
         chain = info.chain.gpu
-        paths = [info.chunk_path(p.coords) for p in pieces]
+        ranges = locate(info, [p.coords for p in pieces])
         if chain is None:  # a chain the GPU cannot decode: zarr-python on the host, then copy
             from ..codecs.cpu import decode_chunk
 
-            staged = HostReader().read(paths)
+            staged = HostReader().read(ranges)
             return [
                 None
                 if off < 0
@@ -107,41 +108,42 @@ class GpuBackend:
                 for p, off, n in zip(pieces, staged.offsets, staged.sizes, strict=True)
             ]
         skip, trail = headers.skip_bytes(chain.compression)
-        staged = self._reader.read(paths, skip=skip, align=_ALIGN)
+        staged = self._reader.read(ranges, skip=skip, align=_ALIGN)
         present = np.flatnonzero(staged.present)
         if not len(present):
             return [None] * len(pieces)
         expected = int(np.prod(info.chunks)) * info.dtype.itemsize
-        keys = [info.chunk_key(pieces[i].coords) for i in present]
+        units = [pieces[i].coords for i in present]
+        offsets, sizes = staged.offsets[present], staged.sizes[present]
         if chain.compression == "none":
             _raise_first(
                 info,
-                keys,
+                units,
                 [
-                    (j, f"raw chunk has {staged.sizes[i]} bytes, metadata says {expected}")
-                    for j, i in enumerate(present)
-                    if staged.sizes[i] != expected
+                    (j, f"raw chunk has {n} bytes, metadata says {expected}")
+                    for j, n in enumerate(sizes)
+                    if n != expected
                 ],
             )
-            decoded, stride = staged.buffer, None
+            decoded, starts = _aligned(staged.buffer, offsets, sizes)
         else:
-            offsets, sizes = staged.offsets[present], staged.sizes[present]
             bad, sized = validate.check_batch(staged.buffer, offsets, sizes, chain.compression, expected)
-            _raise_first(info, keys, bad)
+            _raise_first(info, units, bad)
+            payload, payload_offsets = _aligned(staged.buffer, offsets + skip, sizes - skip - trail)
             decoded = self._nvcomp(
-                info, keys, chain, staged.buffer, offsets + skip, sizes - skip - trail, expected, sized
+                info, units, chain, payload, payload_offsets, sizes - skip - trail, expected, sized
             )
-            stride = _round_up(expected, _OUT_ALIGN)
+            starts = np.arange(len(present)) * _round_up(expected, _OUT_ALIGN)
         out: list[cp.ndarray | None] = [None] * len(pieces)
         for j, i in enumerate(present):
-            lo = int(staged.offsets[i]) if stride is None else j * stride
+            lo = int(starts[j])
             out[i] = _logical_chunk(decoded[lo : lo + expected], info, chain)
         return out
 
     def _nvcomp(
         self,
         info: ArrayInfo,
-        keys: list[str],
+        units: list[tuple[int, ...]],
         chain: GpuChain,
         buffer: cp.ndarray,
         offsets: np.ndarray,
@@ -154,8 +156,6 @@ class GpuBackend:
         n = len(offsets)
         stride = _round_up(expected, _OUT_ALIGN)
         out = cp.empty(max(n * stride, 1), dtype=np.uint8)
-        if n == 0:
-            return out
         stream = self._stream().ptr
         codec = self._codec(chain.compression)
         src = nvcomp.as_arrays(buffer, offsets.tolist(), sizes.tolist(), cuda_stream=stream)
@@ -170,11 +170,11 @@ class GpuBackend:
         except ValueError as e:  # nvCOMP's own size check: "Output array 3 capacity ... too small"
             m = re.search(r"Output array (\d+)", str(e))
             which = [int(m.group(1))] if m else list(range(n))
-            _raise_first(info, keys, [(j, f"decodes to more than {expected} bytes ({e})") for j in which])
+            _raise_first(info, units, [(j, f"decodes to more than {expected} bytes ({e})") for j in which])
             raise
         _raise_first(
             info,
-            keys,
+            units,
             [
                 (j, f"decoded to {g} bytes, metadata says {expected}")
                 for j, g in enumerate(got)
@@ -184,11 +184,29 @@ class GpuBackend:
         return out
 
 
-def _raise_first(info: ArrayInfo, keys: list[str], bad: list[tuple[int, str]]) -> None:
+def _raise_first(info: ArrayInfo, units: list[tuple[int, ...]], bad: list[tuple[int, str]]) -> None:
     if bad:
         j, reason = bad[0]
         more = f" (and {len(bad) - 1} more damaged chunks in this block)" if len(bad) > 1 else ""
-        raise ChunkDecodeError(info.location, keys[j], reason + more)
+        raise ChunkDecodeError(
+            info.location, info.chunk_key(units[j]), info.chunk_label(units[j]) + reason + more
+        )
+
+
+def _aligned(buffer: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> tuple[cp.ndarray, np.ndarray]:
+    """``buffer`` and ``offsets`` with every range starting on an ``_ALIGN`` boundary: as they are when
+    they already do (whole chunk files), else gathered into a new buffer (ranges inside shards)."""
+    if not (offsets % _ALIGN).any():
+        return buffer, offsets
+    starts = np.zeros_like(offsets)
+    cursor = 0
+    for k, n in enumerate(sizes):
+        starts[k] = cursor = _round_up(cursor, _ALIGN)
+        cursor += int(n)
+    out = cp.empty(max(cursor, 1), dtype=np.uint8)
+    for k in range(len(offsets)):
+        out[starts[k] : starts[k] + sizes[k]] = buffer[offsets[k] : offsets[k] + sizes[k]]
+    return out, starts
 
 
 def _round_up(n: int, a: int) -> int:

@@ -1,4 +1,4 @@
-"""kvikio reads of whole chunk files into one device staging buffer."""
+"""kvikio reads of chunk files and shard byte ranges into one device staging buffer."""
 
 import errno
 import os
@@ -10,6 +10,7 @@ import kvikio
 import numpy as np
 
 from ..io import Staged, layout, retrying
+from ..storage import Range, Read
 
 # files open at once per task: bounds descriptors when many tasks run in one process
 _WINDOW = 64
@@ -20,33 +21,32 @@ _open_lock = threading.Lock()
 class KvikioReader:
     """CuFile preads (GPUDirect Storage, or kvikio's POSIX compat mode) into device memory."""
 
-    def read(self, paths: Sequence[str], skip: int = 0, align: int = 1) -> Staged:
-        offsets, sizes, total = layout(paths, skip, align)
-        buf = cp.empty(max(total, 1), dtype=np.uint8)
-        todo = np.flatnonzero(offsets >= 0)
-        for w in range(0, len(todo), _WINDOW):
-            window = todo[w : w + _WINDOW]
+    def read(self, ranges: Sequence[Range | None], skip: int = 0, align: int = 1) -> Staged:
+        plan = layout(ranges, skip, align)
+        buf = cp.empty(max(plan.total, 1), dtype=np.uint8)
+        for w in range(0, len(plan.reads), _WINDOW):
+            window = range(w, min(w + _WINDOW, len(plan.reads)))
             retrying(
-                f"{len(window)} chunk files under {os.path.dirname(paths[window[0]])}",
-                lambda window=window: self._read_window(paths, window, buf, offsets, sizes),
+                f"{len(window)} reads under {os.path.dirname(plan.reads[w].path)}",
+                lambda window=window: self._read_window(plan.reads, plan.starts, window, buf),
             )
-        return Staged(buf, offsets, sizes)
+        return Staged(buf, plan.offsets, plan.sizes)
 
     @staticmethod
-    def _read_window(
-        paths: Sequence[str], window: np.ndarray, buf: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray
-    ) -> None:
+    def _read_window(reads: Sequence[Read], starts: Sequence[int], window: range, buf: cp.ndarray) -> None:
         inflight = []
         try:
-            for i in window:
+            for k in window:
+                rd = reads[k]
                 with _open_lock:
-                    f = kvikio.CuFile(paths[i], "r")
-                lo, n = int(offsets[i]), int(sizes[i])
-                inflight.append((i, f, f.pread(buf[lo : lo + n], n, 0)))
-            for i, _, fut in inflight:
+                    f = kvikio.CuFile(rd.path, "r")
+                inflight.append((rd, f, f.pread(buf[starts[k] : starts[k] + rd.size], rd.size, rd.offset)))
+            for rd, _, fut in inflight:
                 got = fut.get()
-                if got != sizes[i]:
-                    raise OSError(errno.EIO, f"short read of {paths[i]}: {got} of {sizes[i]} bytes")
+                if got != rd.size:
+                    raise OSError(
+                        errno.EIO, f"short read of {rd.path}: {got} of {rd.size} bytes at {rd.offset}"
+                    )
         finally:
             for _, f, _ in inflight:
                 f.close()

@@ -1,0 +1,152 @@
+"""Where each read unit's bytes are: whole chunk files, or byte ranges inside shards.
+
+A shard's index is read with one small pread per shard, verified (crc32c, bounds, overflow), and
+turned into one range per inner chunk. Ranges are then merged into few large reads (``coalesce``).
+"""
+
+import os
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import google_crc32c
+import numpy as np
+from dask.utils import parse_bytes
+
+from . import config
+from .errors import ChunkDecodeError
+from .metadata import ArrayInfo
+
+_EMPTY = np.uint64(2**64 - 1)
+
+
+@dataclass(frozen=True)
+class Range:
+    """``size`` bytes at ``offset`` in the file ``path``."""
+
+    path: str
+    offset: int
+    size: int
+
+
+def locate(info: ArrayInfo, coords: Sequence[tuple[int, ...]]) -> list[Range | None]:
+    """The bytes of each read unit in ``coords``; None where it is missing (or an empty inner chunk)."""
+    if info.shard is None:
+        return [_whole_file(info.chunk_path(c)) for c in coords]
+    out: list[Range | None] = [None] * len(coords)
+    by_shard: dict[tuple[int, ...], list[int]] = defaultdict(list)
+    per = info.per_shard
+    for i, c in enumerate(coords):
+        by_shard[tuple(x // n for x, n in zip(c, per, strict=True))].append(i)
+    for members in by_shard.values():
+        first = coords[members[0]]
+        index = read_shard_index(info, first)
+        if index is None:
+            continue
+        path, entries = index
+        for i in members:
+            inner = tuple(x % n for x, n in zip(coords[i], per, strict=True))
+            off, size = (int(v) for v in entries[inner])
+            if off != int(_EMPTY):
+                out[i] = Range(path, off, size)
+    return out
+
+
+def _whole_file(path: str) -> Range | None:
+    try:
+        return Range(path, 0, os.stat(path).st_size)
+    except FileNotFoundError:
+        return None
+
+
+def read_shard_index(info: ArrayInfo, coords: tuple[int, ...]) -> tuple[str, np.ndarray] | None:
+    """The verified index of the shard holding read unit ``coords``: (offset, size) per inner chunk,
+    shaped like the inner grid, or None when the shard does not exist.
+
+    Raises
+    ------
+    ChunkDecodeError
+        The index is truncated, fails its checksum, or an entry points outside the shard's data.
+    """
+    assert info.shard is not None
+    path, key = info.chunk_path(coords), info.chunk_key(coords)
+    n = int(np.prod(info.per_shard))
+    nbytes = 16 * n + (4 if info.shard.checksum else 0)
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < nbytes:
+                raise ChunkDecodeError(
+                    info.location, key, f"shard index truncated: {size} bytes, index needs {nbytes}"
+                )
+            raw = os.pread(f.fileno(), nbytes, 0 if info.shard.index_at_start else size - nbytes)
+    except FileNotFoundError:
+        return None
+    if len(raw) != nbytes:
+        raise ChunkDecodeError(
+            info.location, key, f"short read of the shard index ({len(raw)} of {nbytes} bytes)"
+        )
+    if info.shard.checksum and google_crc32c.value(raw[:-4]) != int.from_bytes(raw[-4:], "little"):
+        raise ChunkDecodeError(info.location, key, "shard index checksum (crc32c) does not match")
+    entries = np.frombuffer(raw, dtype="<u8", count=2 * n).reshape((*info.per_shard, 2))
+    off, length = entries[..., 0], entries[..., 1]
+    empty = (off == _EMPTY) & (length == _EMPTY)
+    lo, hi = (nbytes, size) if info.shard.index_at_start else (0, size - nbytes)
+    with np.errstate(over="ignore"):
+        end = off + length
+    bad = ~empty & ((end < off) | (off < lo) | (end > hi))
+    if bad.any():
+        inner = tuple(int(i) for i in np.argwhere(bad)[0])
+        o, m = int(off[inner]), int(length[inner])
+        raise ChunkDecodeError(
+            info.location,
+            key,
+            f"inner chunk {inner}: index entry ({o}, {m}) lies outside the shard's data [{lo}, {hi})",
+        )
+    return path, entries
+
+
+@dataclass(frozen=True)
+class Read:
+    """One pread covering several ranges of one file: ``members`` are (unit index, offset in the read)."""
+
+    path: str
+    offset: int
+    size: int
+    members: tuple[tuple[int, int], ...]
+
+
+def coalesce(ranges: Sequence[Range | None], gap: int | None = None, limit: int | None = None) -> list[Read]:
+    """Merge ranges of the same file whose gap is at most ``gap`` bytes into reads of at most ``limit``
+    bytes (a single range larger than ``limit`` is read alone). Defaults: ``zarr_dask_gpu.coalesce-gap``
+    and ``coalesce-limit``."""
+    gap = parse_bytes(config.get("coalesce-gap")) if gap is None else gap
+    limit = parse_bytes(config.get("coalesce-limit")) if limit is None else limit
+    items = sorted((r.path, r.offset, i) for i, r in enumerate(ranges) if r is not None)
+    reads: list[Read] = []
+    group: list[tuple[int, Range]] = []
+    start = end = 0
+
+    def close() -> None:
+        reads.append(
+            Read(group[0][1].path, start, end - start, tuple((j, q.offset - start) for j, q in group))
+        )
+
+    for path, offset, i in items:
+        r = ranges[i]
+        assert r is not None
+        if (
+            group
+            and path == group[0][1].path
+            and offset - end <= gap
+            and max(end, offset + r.size) - start <= limit
+        ):
+            group.append((i, r))
+            end = max(end, offset + r.size)
+            continue
+        if group:
+            close()
+        group, start, end = [(i, r)], offset, offset + r.size
+    if group:
+        close()
+    return reads
