@@ -14,7 +14,7 @@ import numpy as np
 
 from .codecs.cpu import decode_chunk
 from .device import Device
-from .io import HostReader, cpu_threads
+from .io import cpu_threads, host_reader
 from .metadata import ArrayInfo
 from .plan import ChunkPiece
 from .storage import locate
@@ -51,7 +51,7 @@ class CpuBackend:
         yield
 
     def decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece]) -> list[np.ndarray | None]:
-        staged = HostReader().read(locate(info, [p.coords for p in pieces]))
+        staged = host_reader(info).read(locate(info, [p.coords for p in pieces]))
         view = memoryview(staged.buffer)
 
         def one(i: int) -> np.ndarray | None:

@@ -51,13 +51,15 @@ def from_zarr_gpu(
     device: str = "auto",
     strict: bool | None = None,
     name: str | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> da.Array:
     """A lazy dask array over a zarr v2 or v3 array, whose blocks are read on the GPU.
 
     Parameters
     ----------
     store
-        Path of a local zarr array or group, or an open ``zarr.Array`` in a local store.
+        Path of a local zarr array or group, its URL (``s3://``, ``http(s)://``: any fsspec
+        filesystem), or an open ``zarr.Array`` in a local store.
     component
         The array's path inside a group, as in ``dask.array.from_zarr``.
     chunks
@@ -70,6 +72,9 @@ def from_zarr_gpu(
         Default: ``zarr_dask_gpu.strict``.
     name
         The dask key prefix; default: a deterministic token of the array and its blocks.
+    storage_options
+        For a URL: fsspec's options (credentials, ``endpoint_url`` for S3-compatible stores, ...);
+        the AWS environment variables apply as usual. Metadata is read once, here.
 
     Returns
     -------
@@ -81,7 +86,7 @@ def from_zarr_gpu(
     MetadataError
         The metadata is missing or invalid, or ``component`` leaves the store.
     """
-    info = open_array_info(store, component)
+    info = open_array_info(store, component, storage_options)
     dev = resolve_device(device)
     strict = bool(config.get("strict")) if strict is None else strict
     blocks = block_chunks(chunks, info.shape, info.grid, info.dtype, config.get("block-size"))

@@ -6,8 +6,7 @@ Readers never decode. Each places chunk ``i`` at ``offsets[i]`` in one buffer so
 
 import errno
 import os
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -15,7 +14,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from . import config
-from .storage import Range, Read, coalesce
+from .metadata import ArrayInfo
+from .retry import as_oserror, retrying
+from .storage import Range, Read, coalesce, filesystem
 
 
 @dataclass
@@ -84,32 +85,20 @@ def layout(ranges: Sequence[Range | None], skip: int, align: int) -> Layout:
     return Layout(reads, starts, offsets, sizes, cursor)
 
 
-def retrying[T](what: str, fn: Callable[[], T]) -> T:
-    """Run ``fn``, retrying transient OS errors (``zarr_dask_gpu.io-retries`` times, backing off).
-
-    A file that does not exist is not transient: it is a missing chunk, found by ``locate``.
-    """
-    retries, delay = int(config.get("io-retries")), float(config.get("io-retry-delay"))
-    for attempt in range(retries + 1):
-        try:
-            return fn()
-        except FileNotFoundError:
-            raise
-        except OSError as e:
-            if attempt == retries:
-                raise OSError(e.errno, f"reading {what} failed after {retries + 1} attempts: {e}") from e
-            time.sleep(delay * 2**attempt)
-    raise AssertionError("unreachable")  # the loop returns or raises
-
-
 def cpu_threads() -> int:
     return config.get("cpu-threads") or os.cpu_count() or 1
 
 
 class HostReader:
-    """Parallel POSIX preads into one numpy buffer."""
+    """Parallel POSIX preads into one numpy buffer; with an fsspec filesystem, its concurrent range
+    requests (``cat_ranges``) instead."""
+
+    def __init__(self, fs: Any = None) -> None:
+        self.fs = fs
 
     def read(self, ranges: Sequence[Range | None], skip: int = 0, align: int = 1) -> Staged:
+        if self.fs is not None:
+            return self._read_remote(ranges, skip, align)
         plan = layout(ranges, skip, align)
         buf = np.empty(plan.total, dtype=np.uint8)
 
@@ -134,3 +123,67 @@ class HostReader:
         elif plan.reads:
             one(0)
         return Staged(buf, plan.offsets, plan.sizes)
+
+    def _read_remote(self, ranges: Sequence[Range | None], skip: int, align: int) -> Staged:
+        fs = self.fs
+        blobs: list[bytes | None] = [None] * len(ranges)
+        whole = [i for i, r in enumerate(ranges) if r is not None and r.size < 0]
+        if whole:  # objects of unknown size (unsharded chunks): a missing one is a missing chunk
+            paths = [ranges[i].path for i in whole]  # type: ignore[union-attr]
+            got = retrying(paths[0], as_oserror(lambda: _raise_failed(fs.cat(paths, on_error="return"))))
+            got = {fs._strip_protocol(k): v for k, v in got.items()}  # s3fs drops the protocol, http keeps it
+            for i, p in zip(whole, paths, strict=True):
+                data = got[fs._strip_protocol(p)]
+                blobs[i] = None if isinstance(data, FileNotFoundError) else data
+        reads = coalesce([r if r is not None and r.size >= 0 else None for r in ranges])
+        if reads:
+            paths, starts, ends = zip(
+                *((rd.path, rd.offset, rd.offset + rd.size) for rd in reads), strict=True
+            )
+            got = retrying(
+                paths[0],
+                as_oserror(
+                    lambda: _raise_failed(
+                        fs.cat_ranges(list(paths), list(starts), list(ends), on_error="return")
+                    )
+                ),
+            )
+            for rd, data in zip(reads, got, strict=True):
+                if isinstance(data, FileNotFoundError) or len(data) != rd.size:
+                    raise OSError(
+                        errno.EIO, f"short read of {rd.path}: {len(data)} of {rd.size} bytes at {rd.offset}"
+                    )
+                for unit, at in rd.members:
+                    blobs[unit] = data[at : at + ranges[unit].size]  # type: ignore[union-attr]
+        return staged_from(blobs, skip, align)
+
+
+def host_reader(info: ArrayInfo) -> HostReader:
+    """The host reader for ``info``'s store: POSIX preads, or fsspec range requests for a URL."""
+    return HostReader(filesystem(info) if info.remote else None)
+
+
+def _raise_failed(results: Any) -> Any:
+    """fsspec's ``on_error="return"`` results, raising the first error other than a missing object."""
+    values = results.values() if isinstance(results, dict) else results
+    for v in values:
+        if isinstance(v, BaseException) and not isinstance(v, FileNotFoundError):
+            raise v
+    return results
+
+
+def staged_from(blobs: Sequence[bytes | None], skip: int, align: int) -> Staged:
+    """Bytes already in host memory, placed in one staging buffer as a reader would place them."""
+    offsets = np.full(len(blobs), -1, dtype=np.int64)
+    sizes = np.array([len(b) if b is not None else 0 for b in blobs], dtype=np.int64)
+    cursor = 0
+    for i, b in enumerate(blobs):
+        if b is not None:
+            cursor += (-(cursor + skip)) % align
+            offsets[i] = cursor
+            cursor += len(b)
+    buf = np.empty(cursor, dtype=np.uint8)
+    for i, b in enumerate(blobs):
+        if b is not None:
+            buf[offsets[i] : offsets[i] + len(b)] = np.frombuffer(b, dtype=np.uint8)
+    return Staged(buf, offsets, sizes)

@@ -8,7 +8,7 @@ import numpy as np
 import zarr
 from dask.base import tokenize
 from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
-from zarr.storage import LocalStore
+from zarr.storage import FsspecStore, LocalStore
 
 from .codecs.chain import ChainPlan, ShardLayout, classify, shard_layout
 from .errors import MetadataError
@@ -21,7 +21,7 @@ class ArrayInfo:
     Attributes
     ----------
     root
-        Absolute path of the store's root folder.
+        Absolute path of the store's root folder, or its URL (``s3://``, ``http(s)://``).
     path
         The array's path inside the store ("" for a store that is itself the array).
     shape, chunks
@@ -48,10 +48,18 @@ class ArrayInfo:
     metadata: ArrayV2Metadata | ArrayV3Metadata
     chain: ChainPlan
     shard: ShardLayout | None = None
+    storage_options: dict[str, Any] | None = None
+
+    @property
+    def remote(self) -> bool:
+        """The store is an object store or web server, read through fsspec."""
+        return is_url(self.root)
 
     @property
     def location(self) -> str:
         """The array's folder, as error messages name it."""
+        if self.remote:
+            return f"{self.root}/{self.path}" if self.path else self.root
         return os.path.join(self.root, self.path) if self.path else self.root
 
     @property
@@ -89,6 +97,9 @@ class ArrayInfo:
         return f"inner chunk {tuple(c % n for c, n in zip(coords, self.per_shard, strict=True))}: "
 
     def chunk_path(self, coords: tuple[int, ...]) -> str:
+        """The file (or URL) holding read unit ``coords``."""
+        if self.remote:
+            return f"{self.location}/{self.chunk_key(coords)}"
         return os.path.join(self.location, *self.chunk_key(coords).split("/"))
 
 
@@ -99,8 +110,16 @@ def _safe_component(component: str) -> str:
     return "/".join(p for p in parts if p not in ("", "."))
 
 
-def open_array_info(store: Any, component: str | None = None) -> ArrayInfo:
-    """Open the zarr array at ``store`` (a local path or a ``zarr.Array``) and describe it.
+def is_url(path: str) -> bool:
+    """A remote location (``s3://``, ``http(s)://``, ...) rather than a local path."""
+    return "://" in path and not path.startswith("file://")
+
+
+def open_array_info(
+    store: Any, component: str | None = None, storage_options: dict[str, Any] | None = None
+) -> ArrayInfo:
+    """Open the zarr array at ``store`` (a local path, a URL read through fsspec with
+    ``storage_options``, or a ``zarr.Array`` in a local store) and describe it.
 
     Raises
     ------
@@ -110,16 +129,28 @@ def open_array_info(store: Any, component: str | None = None) -> ArrayInfo:
     if isinstance(store, zarr.Array):
         if component is not None:
             raise ValueError("component cannot be given with an open zarr.Array")
-        if not isinstance(store.store, LocalStore):
-            raise TypeError(f"only arrays in a local folder are supported, not {type(store.store).__name__}")
-        root, path, arr = str(store.store.root), store.path, store
+        if isinstance(store.store, FsspecStore):  # a URL: read through the same filesystem
+            fs = store.store.fs
+            root, path, arr = fs.unstrip_protocol(store.store.path).rstrip("/"), store.path, store
+            # zarr's filesystem is asynchronous, on zarr's loop; ours is a plain one with the same options
+            storage_options = {
+                k: v for k, v in fs.storage_options.items() if k not in ("asynchronous", "loop")
+            }
+        elif isinstance(store.store, LocalStore):
+            root, path, arr = str(store.store.root), store.path, store
+        else:
+            raise TypeError(f"arrays in a {type(store.store).__name__} are not supported: pass a path or URL")
     elif isinstance(store, str | os.PathLike):
-        root = os.path.abspath(os.fspath(store))
+        remote = is_url(os.fspath(store))
+        root = os.fspath(store).rstrip("/") if remote else os.path.abspath(os.fspath(store))
         path = _safe_component(component or "")
         try:
-            arr = zarr.open_array(LocalStore(root, read_only=True), path=path, mode="r")
+            if remote:
+                arr = zarr.open_array(root, path=path, mode="r", storage_options=storage_options or {})
+            else:
+                arr = zarr.open_array(LocalStore(root, read_only=True), path=path, mode="r")
         except Exception as e:  # zarr raises many types; we give one, naming the path
-            where = os.path.join(root, path) if path else root
+            where = (f"{root}/{path}" if remote else os.path.join(root, path)) if path else root
             raise MetadataError(f"cannot open a zarr array at {where}: {type(e).__name__}: {e}") from e
     else:
         raise TypeError(f"store must be a local path or a zarr.Array, not {type(store).__name__}")
@@ -140,4 +171,5 @@ def open_array_info(store: Any, component: str | None = None) -> ArrayInfo:
         metadata=meta,
         chain=classify(meta),
         shard=layout,
+        storage_options=dict(storage_options or {}) if is_url(root) else None,
     )

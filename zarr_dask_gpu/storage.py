@@ -5,17 +5,22 @@ turned into one range per inner chunk. Ranges are then merged into few large rea
 """
 
 import os
+import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import fsspec
 import google_crc32c
 import numpy as np
+from dask.base import tokenize
 from dask.utils import parse_bytes
 
 from . import config
 from .errors import ChunkDecodeError
 from .metadata import ArrayInfo
+from .retry import as_oserror, retrying
 
 _EMPTY = np.uint64(2**64 - 1)
 
@@ -29,9 +34,27 @@ class Range:
     size: int
 
 
+_filesystems: dict[str, Any] = {}
+_fs_lock = threading.Lock()
+
+
+def filesystem(info: ArrayInfo) -> Any:
+    """The fsspec filesystem of a remote array, one per process and set of storage options."""
+    key = tokenize(info.root.split("://")[0], info.storage_options)
+    with _fs_lock:
+        if key not in _filesystems:
+            _filesystems[key] = fsspec.core.url_to_fs(info.root, **(info.storage_options or {}))[0]
+        return _filesystems[key]
+
+
 def locate(info: ArrayInfo, coords: Sequence[tuple[int, ...]]) -> list[Range | None]:
-    """The bytes of each read unit in ``coords``; None where it is missing (or an empty inner chunk)."""
+    """The bytes of each read unit in ``coords``; None where it is missing (or an empty inner chunk).
+
+    A remote unsharded chunk is the whole object (size -1): whether it exists is found by reading it.
+    """
     if info.shard is None:
+        if info.remote:
+            return [Range(info.chunk_path(c), 0, -1) for c in coords]
         return [_whole_file(info.chunk_path(c)) for c in coords]
     out: list[Range | None] = [None] * len(coords)
     by_shard: dict[tuple[int, ...], list[int]] = defaultdict(list)
@@ -72,16 +95,14 @@ def read_shard_index(info: ArrayInfo, coords: tuple[int, ...]) -> tuple[str, np.
     path, key = info.chunk_path(coords), info.chunk_key(coords)
     n = int(np.prod(info.per_shard))
     nbytes = 16 * n + (4 if info.shard.checksum else 0)
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < nbytes:
-                raise ChunkDecodeError(
-                    info.location, key, f"shard index truncated: {size} bytes, index needs {nbytes}"
-                )
-            raw = os.pread(f.fileno(), nbytes, 0 if info.shard.index_at_start else size - nbytes)
-    except FileNotFoundError:
+    found = _read_index_bytes(info, path, nbytes)
+    if found is None:
         return None
+    size, raw = found
+    if size < nbytes:
+        raise ChunkDecodeError(
+            info.location, key, f"shard index truncated: {size} bytes, index needs {nbytes}"
+        )
     if len(raw) != nbytes:
         raise ChunkDecodeError(
             info.location, key, f"short read of the shard index ({len(raw)} of {nbytes} bytes)"
@@ -104,6 +125,28 @@ def read_shard_index(info: ArrayInfo, coords: tuple[int, ...]) -> tuple[str, np.
             f"inner chunk {inner}: index entry ({o}, {m}) lies outside the shard's data [{lo}, {hi})",
         )
     return path, entries
+
+
+def _read_index_bytes(info: ArrayInfo, path: str, nbytes: int) -> tuple[int, bytes] | None:
+    """The shard's size and its ``nbytes`` of index (at its start or end); None if it does not exist."""
+    assert info.shard is not None
+    at_start = info.shard.index_at_start
+
+    def local() -> tuple[int, bytes]:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            return size, os.pread(f.fileno(), nbytes, 0 if at_start else max(size - nbytes, 0))
+
+    def remote() -> tuple[int, bytes]:
+        fs = filesystem(info)
+        size = fs.size(path)
+        start = 0 if at_start else max(size - nbytes, 0)
+        return size, fs.cat_file(path, start=start, end=min(start + nbytes, size))
+
+    try:
+        return retrying(path, as_oserror(remote) if info.remote else local)
+    except FileNotFoundError:
+        return None
 
 
 @dataclass(frozen=True)

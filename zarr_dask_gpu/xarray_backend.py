@@ -64,13 +64,15 @@ def open_dataset(
     decode_coords: bool | str = True,
     decode_cf: bool = True,
     strict: bool | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> xr.Dataset:
     """Open a zarr group as an xarray Dataset whose data variables are read on the GPU.
 
     Parameters
     ----------
     store
-        Path of a local zarr group (v2 or v3); consolidated metadata is used when present.
+        Path or URL (``s3://``, ``http(s)://``) of a zarr group (v2 or v3); consolidated metadata is
+        used when present. ``storage_options`` go to fsspec for a URL.
     group
         A group inside the store.
     chunks
@@ -90,7 +92,9 @@ def open_dataset(
     if isinstance(drop_variables, str):
         drop_variables = [drop_variables]
     drop = set(drop_variables or ())
-    zstore = ZarrStore.open_group(os.fspath(store), mode="r", group=group, consolidated=consolidated)
+    zstore = ZarrStore.open_group(
+        os.fspath(store), mode="r", group=group, consolidated=consolidated, storage_options=storage_options
+    )
     variables = {k: v for k, v in zstore.get_variables().items() if k not in drop}
     coords = _coordinate_names(variables)
     out: dict[str, xr.Variable] = {}

@@ -14,7 +14,7 @@ from nvidia import nvcomp
 from ..codecs import headers
 from ..codecs.chain import GpuChain, swap_unit
 from ..errors import ChunkDecodeError
-from ..io import HostReader
+from ..io import Staged, host_reader
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece
 from ..storage import locate
@@ -100,7 +100,7 @@ class GpuBackend:
         if chain is None:  # a chain the GPU cannot decode: zarr-python on the host, then copy
             from ..codecs.cpu import decode_chunk
 
-            staged = HostReader().read(ranges)
+            staged = host_reader(info).read(ranges)
             return [
                 None
                 if off < 0
@@ -108,7 +108,11 @@ class GpuBackend:
                 for p, off, n in zip(pieces, staged.offsets, staged.sizes, strict=True)
             ]
         skip, trail = headers.skip_bytes(chain.compression)
-        staged = self._reader.read(ranges, skip=skip, align=_ALIGN)
+        if info.remote:  # fetched by fsspec into host memory, then one copy to the device
+            host = host_reader(info).read(ranges, skip=skip, align=_ALIGN)
+            staged = Staged(cp.asarray(host.buffer), host.offsets, host.sizes)
+        else:
+            staged = self._reader.read(ranges, skip=skip, align=_ALIGN)
         present = np.flatnonzero(staged.present)
         if not len(present):
             return [None] * len(pieces)

@@ -9,7 +9,8 @@ import cupy as cp
 import kvikio
 import numpy as np
 
-from ..io import Staged, layout, retrying
+from ..io import Staged, layout
+from ..retry import retrying
 from ..storage import Range, Read
 
 # files open at once per task: bounds descriptors when many tasks run in one process
