@@ -1,7 +1,8 @@
-"""Reading whole chunk files into one staging buffer: a host reader and a kvikio reader.
+"""Reading chunk files and byte ranges into one staging buffer: the reader protocol and the host
+reader (POSIX preads, or fsspec requests for remote stores); ``gpu/reader.py`` has the kvikio one.
 
-Readers never decode. Each places chunk ``i`` at ``offsets[i]`` in one buffer so that its payload
-(after ``skip`` header bytes) starts on an ``align``-byte boundary, as nvCOMP requires.
+Readers never decode. Each places read unit ``i`` at ``offsets[i]`` of one buffer; every read's first
+payload (after ``skip`` header bytes) starts on an ``align``-byte boundary, as nvCOMP requires.
 """
 
 import errno
