@@ -10,17 +10,20 @@ from typing import Any
 
 import numpy as np
 
+from . import bench
 from .errors import ZarrGpuError
 
 
 def _info(args: argparse.Namespace) -> int:
-    from . import config
+    from .device import resolve_device
+    from .graph import default_block_size
     from .metadata import open_array_info
     from .plan import block_chunks
 
     info = open_array_info(args.path, args.component)
     chain = info.chain
-    blocks = block_chunks(None, info.shape, info.grid, info.dtype, config.get("block-size"))
+    device = resolve_device(args.device)
+    blocks = block_chunks(None, info.shape, info.grid, info.dtype, default_block_size(info, device))
     doc: dict[str, Any] = {
         "path": info.location,
         "zarr_format": info.zarr_format,
@@ -56,7 +59,7 @@ def _info(args: argparse.Namespace) -> int:
     print(f"  codecs       {' -> '.join(chain.stages)}")
     print(f"  decoded on   {where}")
     print(f"  fill value   {doc['fill_value']}")
-    print(f"  dask blocks  {tuple(doc['default_blocks'])} by default")
+    print(f"  dask blocks  {tuple(doc['default_blocks'])} by default on the {device.upper()}")
     return 0
 
 
@@ -163,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("path")
     p.add_argument("--component", default=None, help="the array's path inside a group")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--device", default="auto", choices=["auto", "gpu", "cpu"], help="for the default blocks")
     p.set_defaults(func=_info)
 
     p = sub.add_parser(
@@ -177,6 +181,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cluster", action="store_true", help="read on a local cluster (one worker per GPU)")
     p.add_argument("--scheduler-file", default=None, help="read on a running cluster (dask scheduler file)")
     p.set_defaults(func=_read)
+
+    p = sub.add_parser(
+        "bench",
+        help="benchmark against the peers and the hardware ceilings (GPU), or against dask (CPU)",
+        epilog="example: zarr-dask-gpu bench --gib 4 --json bench.json --chart docs/performance.png",
+    )
+    bench.add_arguments(p)
+    p.set_defaults(func=bench.main)
 
     p = sub.add_parser(
         "demo", help="write a sample store, read it on a local cluster, check values, print GB/s"

@@ -7,10 +7,12 @@ import dask.array as da
 import numpy as np
 from dask.array.slicing import normalize_index
 from dask.base import tokenize
+from dask.utils import parse_bytes
 
 from . import config
 from .device import Device, resolve_device
 from .errors import ZarrGpuWarning
+from .io import cpu_threads
 from .metadata import ArrayInfo, open_array_info
 from .plan import block_chunks
 from .task import read_region, region_of, select
@@ -33,6 +35,15 @@ class ZarrRegionReader:
     def __getitem__(self, index: Any) -> Any:
         start, stop, post = region_of(normalize_index(index, self.shape), self.shape)
         return select(read_region(self.info, start, stop, self.device, self.strict), post)
+
+
+def default_block_size(info: ArrayInfo, device: Device) -> int:
+    """``zarr_dask_gpu.block-size``; on the CPU, small enough that every core gets several blocks."""
+    size = parse_bytes(config.get("block-size"))
+    if device == "cpu":
+        nbytes = int(np.prod(info.shape, dtype=np.int64)) * info.dtype.itemsize
+        size = min(size, max(nbytes // (4 * cpu_threads()), 1))
+    return size
 
 
 def _meta(device: Device, ndim: int, dtype: np.dtype) -> Any:
@@ -64,7 +75,8 @@ def from_zarr_gpu(
         The array's path inside a group, as in ``dask.array.from_zarr``.
     chunks
         Dask's forms (int, tuple, dict, "auto") or a byte size such as "512MiB". Default: blocks of
-        about ``zarr_dask_gpu.block-size`` (256 MiB) made of whole stored chunks.
+        about ``zarr_dask_gpu.block-size`` (256 MiB) made of whole stored chunks (or shards); on the
+        CPU no larger than needed to give every core four blocks.
     device
         "gpu" (cupy blocks), "cpu" (numpy blocks) or "auto" (gpu when usable).
     strict
@@ -89,7 +101,7 @@ def from_zarr_gpu(
     info = open_array_info(store, component, storage_options)
     dev = resolve_device(device)
     strict = bool(config.get("strict")) if strict is None else strict
-    blocks = block_chunks(chunks, info.shape, info.grid, info.dtype, config.get("block-size"))
+    blocks = block_chunks(chunks, info.shape, info.grid, info.dtype, default_block_size(info, dev))
     if dev == "gpu" and info.chain.gpu is None and info.location not in _warned:
         _warned.add(info.location)
         warnings.warn(

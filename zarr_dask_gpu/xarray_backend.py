@@ -17,10 +17,9 @@ import zarr
 from xarray.backends import BackendEntrypoint
 from xarray.backends.zarr import ZarrStore
 
-from . import config
-from .device import resolve_device
+from .device import Device, resolve_device
 from .errors import ZarrGpuError
-from .graph import from_zarr_gpu
+from .graph import default_block_size, from_zarr_gpu
 from .metadata import open_array_info
 from .plan import block_chunks
 
@@ -28,11 +27,11 @@ from .plan import block_chunks
 HOST_COORD_BYTES = 16 << 20
 
 
-def _blocks(chunks: Any, dims: tuple[str, ...], array: Any) -> Any:
+def _blocks(chunks: Any, dims: tuple[str, ...], array: Any, device: Device) -> Any:
     """xarray's ``chunks`` for one variable, in ``from_zarr_gpu``'s terms."""
     if isinstance(chunks, Mapping):
         info = open_array_info(array)
-        default = block_chunks(None, info.shape, info.grid, info.dtype, config.get("block-size"))
+        default = block_chunks(None, info.shape, info.grid, info.dtype, default_block_size(info, device))
         out = []
         for d, size, axis_default in zip(dims, info.shape, default, strict=True):
             want = chunks.get(d)
@@ -109,7 +108,7 @@ def open_dataset(
         else:
             try:
                 data = from_zarr_gpu(
-                    array, chunks=_blocks(chunks, var.dims, array), device=dev, strict=strict
+                    array, chunks=_blocks(chunks, var.dims, array, dev), device=dev, strict=strict
                 )
             except ZarrGpuError as e:
                 raise type(e)(f"variable {name!r}: {e}") from e

@@ -1,20 +1,103 @@
-"""Benchmark: a zarr v3 float32 array read into GPU memory, against the peers and the ceilings.
+"""``zarr-dask-gpu bench``: reads of a sample store against the peers and the hardware ceilings.
 
-Run on a GPU host (python3 benchmarks/bench_read.py --json out.json). In one run it measures:
-from_zarr_gpu(...).persist() in-process and on a one-worker LocalCUDACluster; zarr-python with
-zarr.config.enable_gpu(); dask.array.from_zarr + cupy.asarray; tensorstore + cupy.asarray; and the
-ceilings: kvikio multi-threaded raw read of the chunk files, one nvCOMP batched decode of the
-chunks already on the device, pinned host-to-device copy. Page cache is warm (files read first).
+On a GPU host, in one run: from_zarr_gpu(...).persist() in-process (1 to 16 threads) and on a
+one-worker LocalCUDACluster; zarr-python with ``enable_gpu()``; dask.array.from_zarr + cupy.asarray;
+tensorstore + cupy.asarray; and the ceilings: kvikio multi-threaded raw read of the chunk files, one
+nvCOMP batched decode of the chunks already on the device, pinned host-to-device copy. Without a GPU:
+CPU mode against dask.array.from_zarr. The page cache is warm (files read first).
 """
 
 import argparse
 import json
 import os
 import statistics
-import sys
 import time
+from typing import Any
 
 import numpy as np
+
+from .sample import write_sample
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--path", default="/tmp/bench-a.zarr", help="the sample store (written if absent)")
+    p.add_argument("--gib", type=float, default=4.0, help="its size (GPU); the CPU run uses an eighth")
+    p.add_argument("--chunk-mib", type=int, default=8)
+    p.add_argument("--threads", type=int, default=8, help="dask threads per worker (GPU)")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--device", default="auto", choices=["auto", "gpu", "cpu"])
+    p.add_argument("--json", default=None, help="write the results here")
+    p.add_argument("--chart", default=None, help="draw a bar chart (PNG) here")
+    p.add_argument(
+        "--skip", default="", help="comma-separated GPU rows to skip: cluster,zarr-gpu,dask,tensorstore"
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from .device import resolve_device
+
+    doc = run_gpu(args) if resolve_device(args.device) == "gpu" else run_cpu(args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+    if args.chart:
+        chart(doc, args.chart)
+    return 0
+
+
+def run_cpu(args: argparse.Namespace) -> dict[str, Any]:
+    import dask
+    import dask.array as da
+
+    from . import from_zarr_gpu
+
+    a = write_sample(args.path + "-cpu", int(args.gib * 2**30) // 8, args.chunk_mib << 20)
+    print(f"store {a.shape} {a.dtype} chunks {a.chunks}, {a.nbytes / 1e9:.2f} GB, {os.cpu_count()} CPUs")
+    cases = {
+        "from_zarr_gpu(device='cpu'), default blocks": lambda: from_zarr_gpu(a, device="cpu"),
+        "from_zarr_gpu(device='cpu'), blocks = zarr chunks": lambda: from_zarr_gpu(
+            a, device="cpu", chunks=a.chunks
+        ),
+        "dask.array.from_zarr": lambda: da.from_zarr(a),
+    }
+    results = {}
+    for name, make in cases.items():
+        times = []
+        for _ in range(args.repeat + 1):
+            x = make()
+            t0 = time.perf_counter()
+            with dask.config.set(scheduler="threads"):
+                x.sum().compute()
+            times.append(time.perf_counter() - t0)
+        t = statistics.median(times[1:])
+        results[name] = a.nbytes / t / 1e9
+        print(f"{name:52s} {results[name]:6.2f} GB/s  ({t:.3f} s, median of {args.repeat})")
+    return {"results": results, "meta": {"device": "cpu", "cpus": os.cpu_count(), "nbytes": a.nbytes}}
+
+
+def chart(doc: dict[str, Any], path: str) -> None:
+    """A horizontal bar chart of a run's GB/s rows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [
+        (k, v)
+        for k, v in doc["results"].items()
+        if isinstance(v, float) and not k.startswith(("task_", "speedup"))
+    ]
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.2))
+    colors = [
+        "#76b900" if k.startswith("from_zarr_gpu") else "#999999" if k.startswith("ceiling") else "#4a90d9"
+        for k, _ in rows
+    ]
+    ax.barh([k for k, _ in rows][::-1], [v for _, v in rows][::-1], color=colors[::-1])
+    ax.set_xlabel("GB/s of decoded data (ceilings: their own unit)")
+    ax.set_title(f"zarr-dask-gpu bench on {doc['meta'].get('device', '?')}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def timed(fn, repeat: int) -> float:
@@ -33,16 +116,7 @@ def chunk_files(path: str) -> list[str]:
     return sorted(out)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--path", default="/tmp/bench-a.zarr")
-    p.add_argument("--gib", type=float, default=4.0)
-    p.add_argument("--chunk-mib", type=int, default=8)
-    p.add_argument("--threads", type=int, default=8, help="dask threads per worker")
-    p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--json", default=None)
-    p.add_argument("--skip", default="", help="comma-separated rows to skip")
-    args = p.parse_args()
+def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     skip = set(filter(None, args.skip.split(",")))
 
     import cupy as cp
@@ -52,7 +126,6 @@ def main() -> None:
 
     import zarr_dask_gpu
     from zarr_dask_gpu import from_zarr_gpu
-    from zarr_dask_gpu.sample import write_sample
 
     t0 = time.perf_counter()
     write_sample(args.path, int(args.gib * 2**30), args.chunk_mib << 20)
@@ -87,9 +160,9 @@ def main() -> None:
     print(f"values equal zarr-python's on a slab; dask blocks {x.chunksize}, {x.npartitions} tasks")
 
     # one task alone: its stages and its device memory, against its block's size
-    from zarr_dask_gpu.gpu.backend import GpuBackend
-    from zarr_dask_gpu.metadata import open_array_info
-    from zarr_dask_gpu.plan import block_pieces
+    from .gpu.backend import GpuBackend
+    from .metadata import open_array_info
+    from .plan import block_pieces
 
     info, backend = open_array_info(args.path), GpuBackend()
     stop = tuple(c[0] for c in x.chunks)
@@ -198,7 +271,7 @@ def main() -> None:
     import kvikio
     from nvidia import nvcomp
 
-    from zarr_dask_gpu.gpu import setup
+    from .gpu import setup
 
     setup.configure()
     sizes = [os.path.getsize(f) for f in files]
@@ -264,12 +337,6 @@ def main() -> None:
         "dask": dask.__version__,
         "zarr": zarr.__version__,
         "cpus": os.cpu_count(),
-        "argv": sys.argv,
+        "args": vars(args),
     }
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"results": results, "meta": meta}, f, indent=1)
-
-
-if __name__ == "__main__":
-    main()
+    return {"results": results, "meta": meta}
