@@ -1,7 +1,8 @@
-"""The command line: info, read and demo."""
+"""The command line: info, read, bench and demo."""
 
 import json
 
+import pytest
 import zarr
 
 from zarr_dask_gpu.cli import main
@@ -40,3 +41,37 @@ def test_demo_runs_on_a_local_cluster(tmp_path, capsys):
     assert main(["demo", "--path", str(tmp_path / "d.zarr"), "--size-mib", "16", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     assert "values equal zarr-python's CPU read: True" in out and "LocalCluster" in out
+
+
+@pytest.mark.parametrize("command", ["info", "read", "bench", "demo"])
+def test_every_command_has_help_with_an_example(command, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([command, "--help"])
+    assert e.value.code == 0
+    assert "example: zarr-dask-gpu " + command in capsys.readouterr().out
+
+
+def test_bench_on_cpu_writes_json_and_chart(tmp_path, capsys):
+    out = tmp_path / "b.json"
+    assert (
+        main(
+            [
+                "bench",
+                "--device",
+                "cpu",
+                "--gib",
+                "0.05",
+                "--repeat",
+                "1",
+                "--path",
+                str(tmp_path / "s.zarr"),
+                "--json",
+                str(out),
+                "--chart",
+                str(tmp_path / "b.png"),
+            ]
+        )
+        == 0
+    )
+    doc = json.loads(out.read_text())
+    assert "dask.array.from_zarr" in doc["results"] and (tmp_path / "b.png").stat().st_size > 1000

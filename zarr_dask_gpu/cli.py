@@ -191,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=bench.main)
 
     p = sub.add_parser(
-        "demo", help="write a sample store, read it on a local cluster, check values, print GB/s"
+        "demo",
+        help="write a sample store, read it on a local cluster, check values, print GB/s",
+        epilog="example: zarr-dask-gpu demo --size-mib 2048 --device gpu",
     )
     p.add_argument("--path", default=None, help="where the sample store goes (default: the temp folder)")
     p.add_argument("--size-mib", type=int, default=512)
