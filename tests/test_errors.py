@@ -19,6 +19,7 @@ V2 = {
     "gzip": numcodecs.GZip(level=1),
     "zlib": numcodecs.Zlib(level=1),
     "lz4": numcodecs.LZ4(),
+    "blosc": numcodecs.Blosc(cname="lz4", shuffle=numcodecs.Blosc.SHUFFLE),
 }
 
 

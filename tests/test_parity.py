@@ -190,3 +190,23 @@ def test_arrays_written_by_tensorstore(tmp_path, device, codec):
     }
     ts.open(spec).result().write(data).result()
     _check(tmp_path / "a.zarr", device, chunks=(20, 24))
+
+
+@pytest.mark.filterwarnings("ignore::zarr_dask_gpu.ZarrGpuWarning")
+@pytest.mark.parametrize("cname", ["lz4", "lz4hc", "zstd", "zlib", "blosclz"])
+@pytest.mark.parametrize(
+    "shuffle", [numcodecs.Blosc.NOSHUFFLE, numcodecs.Blosc.SHUFFLE, numcodecs.Blosc.BITSHUFFLE]
+)
+@pytest.mark.parametrize("dtype", ["u1", "i2", "f4", ">f8", "c16"])
+def test_v2_blosc(tmp_path, device, cname, shuffle, dtype):
+    """Blosc frames of several blocks and a partial last block; blosclz decodes on the CPU."""
+    a = zarr.create_array(
+        tmp_path / "a.zarr",
+        shape=(700, 77),
+        chunks=(300, 77),
+        dtype=dtype,
+        zarr_format=2,
+        compressors=numcodecs.Blosc(cname=cname, clevel=5, shuffle=shuffle, blocksize=4000),
+    )
+    a[...] = sample(a.shape, dtype)
+    _check(tmp_path / "a.zarr", device, chunks=(350, 77))

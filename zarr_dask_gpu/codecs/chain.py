@@ -6,7 +6,10 @@ from typing import Literal
 import numpy as np
 from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
 
-Compression = Literal["none", "zstd", "gzip", "zlib", "lz4"]
+Compression = Literal["none", "zstd", "gzip", "zlib", "lz4", "blosc-lz4", "blosc-zstd", "blosc-zlib"]
+
+# blosc's inner compressors that nvCOMP decodes (lz4hc writes lz4 blocks); blosclz and snappy do not
+_BLOSC_INNER = {"lz4": "blosc-lz4", "lz4hc": "blosc-lz4", "zstd": "blosc-zstd", "zlib": "blosc-zlib"}
 
 # names as zarr v3 codec documents and numcodecs codec ids spell them
 _V3_COMPRESSORS: dict[str, Compression] = {
@@ -116,6 +119,11 @@ def _classify_v3(docs: list[dict], ndim: int) -> ChainPlan:
             big_endian = conf.get("endian") == "big"
         elif seen_bytes and name in _V3_COMPRESSORS and compression == "none":
             compression = _V3_COMPRESSORS[name]
+        elif seen_bytes and name == "blosc" and compression == "none" and conf.get("cname") in _BLOSC_INNER:
+            compression = _BLOSC_INNER[conf["cname"]]
+        elif name == "blosc":
+            reason = f"blosc's {conf.get('cname')!r} is not decoded on the GPU"
+            break
         else:
             reason = f"codec {name!r} is not decoded on the GPU"
             break
@@ -135,6 +143,11 @@ def _classify_v2(metadata: ArrayV2Metadata) -> ChainPlan:
     big_endian = metadata.dtype.to_native_dtype().byteorder == ">"
     if filters:
         return ChainPlan(stages, None, f"v2 filters {filters} are not decoded on the GPU")
+    if comp == "blosc":
+        cname = metadata.compressor.get_config()["cname"]
+        if cname not in _BLOSC_INNER:
+            return ChainPlan(stages, None, f"blosc's {cname!r} is not decoded on the GPU")
+        return ChainPlan(stages, GpuChain(_BLOSC_INNER[cname], big_endian, None, metadata.order == "F"), None)
     if comp is not None and comp not in _V2_COMPRESSORS:
         return ChainPlan(stages, None, f"compressor {comp!r} is not decoded on the GPU")
     compression: Compression = _V2_COMPRESSORS[comp] if comp else "none"

@@ -7,6 +7,8 @@ decoders allocate from the header, and nvCOMP 6.0 hangs or faults on some damage
 
 import struct
 
+import numpy as np
+
 from .chain import Compression
 
 ZSTD_MAGIC = 0xFD2FB528
@@ -35,6 +37,8 @@ def check(compression: Compression, data: bytes | memoryview, expected: int) -> 
         if n < 6 or data[0] & 0x0F != 8 or (data[0] * 256 + data[1]) % 31 or data[1] & 0x20:
             return "not a zlib stream (bad header)"
         return None
+    if compression.startswith("blosc"):
+        return check_blosc(bytes(data[:16]), n, expected)
     if compression == "lz4":
         if n < 5:
             return "lz4 chunk shorter than its header"
@@ -58,3 +62,43 @@ def _check_zstd(head: bytes, n: int, expected: int) -> str | None:
         return "zstd frame truncated inside its header"
     fcs = int.from_bytes(head[pos : pos + fcs_size], "little") + (256 if fcs_size == 2 else 0)
     return None if fcs == expected else f"zstd header says {fcs} bytes, expected {expected}"
+
+
+def check_blosc(head: bytes, n: int, expected: int) -> str | None:
+    """A blosc1 frame's 16-byte header against its stored and expected sizes."""
+    if n < 16:
+        return "blosc frame shorter than its header"
+    version, _, flags, typesize, nbytes, blocksize, ctbytes = struct.unpack_from("<BBBBiii", head)
+    if version not in (1, 2):
+        return f"not a blosc1 frame (format version {version})"
+    if nbytes != expected:
+        return f"blosc header says {nbytes} bytes, expected {expected}"
+    if ctbytes != n:
+        return f"blosc header says {ctbytes} stored bytes, the chunk has {n}"
+    if typesize < 1 or (nbytes and blocksize <= 0):
+        return "corrupt blosc header"
+    if flags & 0x02:
+        return None if n == 16 + nbytes else "blosc copy-only frame of the wrong length"
+    nblocks = -(-nbytes // blocksize) if nbytes else 0
+    return None if 16 + 4 * nblocks <= n else "blosc frame truncated inside its block table"
+
+
+def blosc_layout(heads: np.ndarray) -> dict[str, np.ndarray]:
+    """Fields of checked blosc1 headers (one row of 16 bytes per frame), with each frame's number
+    of blocks and of inner streams (``rows``), by c-blosc 1.x's splitting rule."""
+    words = heads[:, 4:16].copy().view("<i4")
+    flags, ts = heads[:, 2].astype(np.int64), heads[:, 3].astype(np.int64)
+    nbytes, bs = words[:, 0].astype(np.int64), np.maximum(words[:, 1].astype(np.int64), 1)
+    nblocks = -(-nbytes // bs)
+    left = nbytes % bs
+    split = ((flags >> 4) & 1 == 0) & (ts <= 16) & (bs // np.maximum(ts, 1) >= 128)
+    full = nblocks - (left > 0)
+    rows = np.where(flags & 2, 1, full * np.where(split, ts, 1) + (left > 0))
+    return {
+        "flags": flags,
+        "typesize": ts,
+        "nbytes": nbytes,
+        "blocksize": bs,
+        "nblocks": nblocks,
+        "rows": rows,
+    }

@@ -2,6 +2,7 @@
 
 import atexit
 import contextlib
+import functools
 import re
 import threading
 import time
@@ -18,10 +19,10 @@ from ..io import Staged, host_reader
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece
 from ..storage import locate
-from . import setup, validate
+from . import blosc, setup, validate
 from .reader import KvikioReader
 
-_ALGORITHMS = {"zstd": "Zstd", "gzip": "Gzip", "zlib": "Deflate", "lz4": "LZ4"}
+_ALGORITHMS = {"zstd": "Zstd", "gzip": "Gzip", "zlib": "Deflate", "lz4": "LZ4"}  # blosc streams too
 _ALIGN = 16  # nvCOMP wants aligned inputs (Gzip/Deflate: 4 bytes); 16 covers every algorithm
 _OUT_ALIGN = 256
 _lock = threading.Lock()
@@ -29,7 +30,7 @@ _lock = threading.Lock()
 # not thread-locals, so that they are released at exit while CUDA is still up.
 _streams: dict[int, cp.cuda.Stream] = {}
 _codecs: dict[tuple[int, str], nvcomp.Codec] = {}
-_configs: dict[tuple[int, str, int, int], object] = {}
+_configs: dict[tuple[int, str, bytes], object] = {}
 
 
 @atexit.register
@@ -85,12 +86,14 @@ class GpuBackend:
                 )
             return _codecs[key]
 
-    def _sized_config(self, compression: str, expected: int, n: int) -> object:
-        """A decode config with every output size from the metadata: decode then never syncs."""
-        key = (threading.get_ident(), compression, expected, n)
+    def _sized_config(self, compression: str, sizes: np.ndarray) -> object:
+        """A decode config with every output size given (from the metadata): decode then never syncs."""
+        key = (threading.get_ident(), compression, sizes.tobytes())
         if key not in _configs:
+            if len(_configs) > 256:  # blosc batches vary; whole-chunk batches repeat one key
+                _configs.clear()
             codec = self._codec(compression)
-            _configs[key] = codec.decompression_config(codec.compression_config([expected] * n))
+            _configs[key] = codec.decompression_config(codec.compression_config(sizes.tolist()))
         return _configs[key]
 
     def decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece]) -> list[cp.ndarray | None]:
@@ -107,7 +110,7 @@ class GpuBackend:
                 else cp.asarray(decode_chunk(info, p.coords, memoryview(staged.buffer)[off : off + n]))
                 for p, off, n in zip(pieces, staged.offsets, staged.sizes, strict=True)
             ]
-        skip, trail = headers.skip_bytes(chain.compression)
+        skip = headers.skip_bytes(chain.compression)[0]  # payloads land aligned
         if info.remote:  # fetched by fsspec into host memory, then one copy to the device
             host = host_reader(info).read(ranges, skip=skip, align=_ALIGN)
             staged = Staged(cp.asarray(host.buffer), host.offsets, host.sizes)
@@ -131,61 +134,113 @@ class GpuBackend:
             )
             decoded, starts = _aligned(staged.buffer, offsets, sizes)
         else:
-            bad, sized = validate.check_batch(staged.buffer, offsets, sizes, chain.compression, expected)
-            _raise_first(info, units, bad)
-            payload, payload_offsets = _aligned(staged.buffer, offsets + skip, sizes - skip - trail)
-            decoded = self._nvcomp(
-                info, units, chain, payload, payload_offsets, sizes - skip - trail, expected, sized
-            )
             starts = np.arange(len(present)) * _round_up(expected, _OUT_ALIGN)
+            decoded = cp.empty(max(len(present) * _round_up(expected, _OUT_ALIGN), 1), dtype=np.uint8)
+            if chain.compression.startswith("blosc"):
+                streams = functools.partial(
+                    self._streams, chain.compression.removeprefix("blosc-"), staged.buffer
+                )
+                bad = blosc.decode_batch(staged.buffer, offsets, sizes, expected, decoded, starts, streams)
+                _raise_first(info, units, bad)
+            else:
+                self._decode_units(
+                    info,
+                    units,
+                    chain.compression,
+                    staged.buffer,
+                    offsets,
+                    sizes,
+                    decoded,
+                    starts,
+                    np.full(len(present), expected),
+                )
         out: list[cp.ndarray | None] = [None] * len(pieces)
         for j, i in enumerate(present):
             lo = int(starts[j])
             out[i] = _logical_chunk(decoded[lo : lo + expected], info, chain)
         return out
 
-    def _nvcomp(
+    def _decode_units(
         self,
         info: ArrayInfo,
-        units: list[tuple[int, ...]],
-        chain: GpuChain,
+        units: Sequence[tuple[int, ...]],
+        compression: str,
         buffer: cp.ndarray,
         offsets: np.ndarray,
         sizes: np.ndarray,
-        expected: int,
+        out: cp.ndarray,
+        out_offsets: np.ndarray,
+        out_sizes: np.ndarray,
+    ) -> None:
+        """Structure-check whole compressed units, then decode their payloads in one nvCOMP batch;
+        the first damaged one raises ``ChunkDecodeError`` naming ``units[i]``."""
+        bad, sized = validate.check_batch(buffer, offsets, sizes, compression, out_sizes)
+        _raise_first(info, list(units), bad)
+        skip, trail = headers.skip_bytes(compression)
+        payload, payload_offsets = _aligned(buffer, offsets + skip, sizes - skip - trail)
+        failed = self._nvcomp(
+            compression, payload, payload_offsets, sizes - skip - trail, out, out_offsets, out_sizes, sized
+        )
+        _raise_first(info, list(units), failed)
+
+    def _streams(
+        self,
+        inner: str,
+        buffer: cp.ndarray,
+        which: np.ndarray,
+        src: np.ndarray,
+        csize: np.ndarray,
+        target: cp.ndarray,
+        dst: np.ndarray,
+        dsize: np.ndarray,
+    ) -> list[tuple[int, str]]:
+        """blosc's inner streams: checked, then one nvCOMP batch; failures as (frame index, reason)."""
+        kind = {"lz4": "lz4-block", "zstd": "zstd", "zlib": "zlib"}[inner]
+        bad, sized = validate.check_batch(buffer, src, csize, kind, dsize)
+        if bad:
+            return [(int(which[i]), f"inner stream: {why}") for i, why in bad]
+        skip, trail = headers.skip_bytes("zlib") if inner == "zlib" else (0, 0)
+        payload, payload_offsets = _aligned(buffer, src + skip, csize - skip - trail)
+        failed = self._nvcomp(
+            inner, payload, payload_offsets, csize - skip - trail, target, dst, dsize, sized
+        )
+        return [(int(which[i]), f"inner stream: {why}") for i, why in failed]
+
+    def _nvcomp(
+        self,
+        compression: str,
+        buffer: cp.ndarray,
+        offsets: np.ndarray,
+        sizes: np.ndarray,
+        out: cp.ndarray,
+        out_offsets: np.ndarray,
+        out_sizes: np.ndarray,
         sized: bool,
-    ) -> cp.ndarray:
-        """One batched nvCOMP decode. ``sized`` batches (every header checked against the metadata)
-        decode without a host sync; the others let nvCOMP parse headers, then check its sizes."""
+    ) -> list[tuple[int, str]]:
+        """One batched nvCOMP decode into ``out``; the items whose decoded size is wrong, as
+        (index, reason). ``sized`` batches (every stated size checked against the metadata) decode
+        without a host sync; the others let nvCOMP parse headers, then check the sizes it reports."""
         n = len(offsets)
-        stride = _round_up(expected, _OUT_ALIGN)
-        out = cp.empty(max(n * stride, 1), dtype=np.uint8)
         stream = self._stream().ptr
-        codec = self._codec(chain.compression)
+        codec = self._codec(compression)
         src = nvcomp.as_arrays(buffer, offsets.tolist(), sizes.tolist(), cuda_stream=stream)
-        dst = nvcomp.as_arrays(out, list(range(0, n * stride, stride)), [expected] * n, cuda_stream=stream)
+        dst = nvcomp.as_arrays(out, out_offsets.tolist(), out_sizes.tolist(), cuda_stream=stream)
         if sized:
-            codec.decode(
-                src, out=dst, decompression_config=self._sized_config(chain.compression, expected, n)
-            )
-            return out
+            codec.decode(src, out=dst, decompression_config=self._sized_config(compression, out_sizes))
+            return []
         try:
             got = codec.decode(src, out=dst).buffer_sizes
         except ValueError as e:  # nvCOMP's own size check: "Output array 3 capacity ... too small"
             m = re.search(r"Output array (\d+)", str(e))
-            which = [int(m.group(1))] if m else list(range(n))
-            _raise_first(info, units, [(j, f"decodes to more than {expected} bytes ({e})") for j in which])
-            raise
-        _raise_first(
-            info,
-            units,
-            [
-                (j, f"decoded to {g} bytes, metadata says {expected}")
-                for j, g in enumerate(got)
-                if g != expected
-            ],
-        )
-        return out
+            return [
+                (j, f"decodes to more than {out_sizes[j]} bytes ({e})")
+                for j in ([int(m.group(1))] if m else range(n))
+            ]
+        return [
+            (j, f"decoded to {g} bytes, metadata says {out_sizes[j]}")
+            for j, g in enumerate(got)
+            if g != out_sizes[j]
+        ]
 
 
 def _raise_first(info: ArrayInfo, units: list[tuple[int, ...]], bad: list[tuple[int, str]]) -> None:

@@ -1,0 +1,149 @@
+"""The CUDA kernels' logic, compiled as C with the host compiler and checked against numcodecs.
+
+This checks the structure-check and blosc kernels' work functions (``*_item``) on the host; the
+gpu-marked tests run the same code as CUDA on the GPU machine.
+"""
+
+import ctypes
+import shutil
+import subprocess
+import zlib
+
+import numcodecs
+import numpy as np
+import pytest
+from numcodecs import LZ4, Blosc, Zstd
+
+from zarr_dask_gpu.codecs import headers
+from zarr_dask_gpu.gpu import kernels
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    def host_c(src: str) -> str:
+        return src.split('extern "C"')[0]  # the device functions; the __global__ wrappers need CUDA
+
+    code = (
+        "#include <stdbool.h>\n#define __device__\n"
+        + host_c(kernels.VALIDATE_SOURCE)
+        + host_c(kernels.BLOSC_SOURCE).replace("typedef unsigned char u8;\ntypedef long long i64;\n", "")
+    )
+    d = tmp_path_factory.mktemp("kernels")
+    (d / "k.c").write_text(code)
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", str(d / "k.so"), str(d / "k.c")], check=True)
+    return ctypes.CDLL(str(d / "k.so"))
+
+
+def _p(a: np.ndarray) -> ctypes.c_void_p:
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+def _validate(lib, frames, kind, expected):
+    buf = np.frombuffer(b"".join(frames) + b"\0", np.uint8).copy()
+    offs = np.cumsum([0, *[len(f) for f in frames]])[:-1].astype(np.int64)
+    sizes = np.array([len(f) for f in frames], np.int64)
+    exp = np.full(len(frames), expected, np.int64)
+    status, claimed = np.zeros(len(frames), np.int32), np.zeros(len(frames), np.int64)
+    for i in range(len(frames)):
+        lib.validate_item(
+            ctypes.c_longlong(i),
+            _p(buf),
+            _p(offs),
+            _p(sizes),
+            ctypes.c_int(kind),
+            _p(exp),
+            _p(status),
+            _p(claimed),
+        )
+    return status
+
+
+@pytest.mark.parametrize(
+    "name,codec,kind",
+    [("zstd", Zstd(1), 1), ("gzip", numcodecs.GZip(1), 2), ("zlib", numcodecs.Zlib(1), 3), ("lz4", LZ4(), 4)],
+)
+def test_structure_check_stops_every_listed_damage(lib, name, codec, kind):
+    raw = np.round(np.random.default_rng(0).standard_normal(1 << 16), 2).astype("f4").tobytes()
+    good = bytes(codec.encode(raw))
+    damaged = {
+        "half": good[: len(good) // 2],
+        "empty": b"",
+        "garbage": np.random.default_rng(1).integers(0, 256, len(good), dtype=np.uint8).tobytes(),
+        "larger": bytes(codec.encode(raw * 2)),
+    }
+    status = _validate(lib, [good, *damaged.values()], kind, len(raw))
+    assert status[0] == 0
+    for (what, frame), st in zip(damaged.items(), status[1:], strict=True):
+        if headers.check(name, frame, len(raw)) is not None or name != "zlib":
+            assert st != 0, what
+
+
+def _blosc_decode_on_host(lib, frame: bytes) -> bytes:
+    """The GPU pipeline's steps, with the kernels' C code and CPU decoders for the streams."""
+    buf = np.frombuffer(frame + b"\0" * 16, np.uint8).copy()
+    h = headers.blosc_layout(buf[None, :16])
+    rows = int(h["rows"][0])
+    src, csize, dst, dsize = (np.zeros(rows, np.int64) for _ in range(4))
+    zero = np.zeros(1, np.int64)
+    sizes = np.array([len(frame)], np.int64)
+    st = lib.streams_item(
+        ctypes.c_longlong(0),
+        _p(buf),
+        _p(zero),
+        _p(sizes),
+        _p(zero),
+        _p(zero),
+        _p(src),
+        _p(csize),
+        _p(dst),
+        _p(dsize),
+    )
+    assert st == 0
+    nbytes, fmt = int(h["nbytes"][0]), (frame[2] >> 5)
+    target = np.zeros(nbytes + 1, np.uint8)
+    for s, c, d, n in zip(src, csize, dst, dsize, strict=True):
+        data = frame[s : s + c]
+        if c == n:
+            target[d : d + n] = np.frombuffer(data, np.uint8)
+        elif fmt == 1:
+            target[d : d + n] = np.frombuffer(LZ4().decode(int(n).to_bytes(4, "little") + data), np.uint8)
+        elif fmt == 4:
+            target[d : d + n] = np.frombuffer(Zstd().decode(data), np.uint8)
+        else:
+            target[d : d + n] = np.frombuffer(zlib.decompress(data), np.uint8)
+    flags, ts, bs = int(h["flags"][0]), int(h["typesize"][0]), int(h["blocksize"][0])
+    out = target.copy()
+    if not flags & 2 and ((flags & 1 and ts > 1) or flags & 4):
+        mode = 1 if flags & 1 and ts > 1 else 2
+        for j in range(int(h["nblocks"][0])):
+            start = np.array([j * bs], np.int64)
+            bsize = np.array([min(bs, nbytes - j * bs)], np.int64)
+            lib.unshuffle_item(
+                ctypes.c_longlong(0),
+                ctypes.c_longlong(0),
+                ctypes.c_longlong(1),
+                _p(target),
+                _p(out),
+                _p(start),
+                _p(bsize),
+                _p(np.array([ts], np.int32)),
+                _p(np.array([mode], np.int32)),
+            )
+    return out[:nbytes].tobytes()
+
+
+@pytest.mark.parametrize("cname", ["lz4", "lz4hc", "zstd", "zlib"])
+@pytest.mark.parametrize("shuffle", [Blosc.NOSHUFFLE, Blosc.SHUFFLE, Blosc.BITSHUFFLE])
+@pytest.mark.parametrize("dtype", ["u1", "i2", "f4", "f8", "c16"])
+def test_blosc_kernels_match_numcodecs(lib, cname, shuffle, dtype):
+    rng = np.random.default_rng(3)
+    for n in (7, 1000, 70001):
+        data = np.round(rng.standard_normal(n) * 10).astype(dtype).tobytes()
+        for clevel in (0, 5):
+            frame = bytes(
+                Blosc(cname=cname, clevel=clevel, shuffle=shuffle).encode(np.frombuffer(data, dtype))
+            )
+            assert headers.check_blosc(frame[:16], len(frame), len(data)) is None
+            assert _blosc_decode_on_host(lib, frame) == data, (n, clevel)

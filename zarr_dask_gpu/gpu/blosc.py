@@ -1,0 +1,115 @@
+"""blosc1 frames on the GPU.
+
+Headers are checked on the host (one 16-byte gather per batch); a kernel walks each frame's block
+table and split headers into a table of inner streams; the streams are structure-checked and decoded
+in one nvCOMP batch (lz4 blocks, zstd frames or zlib streams), stored streams are copied, and a
+second kernel undoes the byte or bit shuffle of every block. Blosc's own format rules are c-blosc 1.x's
+(blosc_d): a block is split into ``typesize`` streams unless the frame forbids it, the block is the
+last, partial one, ``typesize > 16`` or a stream would be under 128 bytes; a stream whose size equals
+its decoded size is stored; bit shuffle applies to blocks of a multiple of 8 elements only.
+"""
+
+import functools
+from collections.abc import Callable
+
+import cupy as cp
+import numpy as np
+
+from ..codecs.headers import blosc_layout, check_blosc
+from .kernels import BLOSC_SOURCE
+
+_THREADS = 256
+
+
+@functools.cache
+def _module() -> cp.RawModule:
+    return cp.RawModule(code=BLOSC_SOURCE)
+
+
+def decode_batch(
+    buffer: cp.ndarray,
+    offsets: np.ndarray,
+    sizes: np.ndarray,
+    expected: int,
+    out: cp.ndarray,
+    out_offsets: np.ndarray,
+    decode_streams: Callable[..., list[tuple[int, str]]],
+) -> list[tuple[int, str]]:
+    """Decode a batch of blosc frames into ``out`` at ``out_offsets``; the damaged ones as
+    (index, reason), with nothing decoded, when there are any.
+
+    ``decode_streams(frames, src_offsets, src_sizes, target, dst_offsets, dst_sizes)`` checks and decodes
+    the compressed inner streams with nvCOMP (the backend's codec and stream), returning failures as
+    (frame index, reason); ``frames`` maps each stream to its frame.
+    """
+    n = len(offsets)
+    heads = buffer[cp.asarray(offsets)[:, None] + cp.arange(16)].get()
+    bad = [(i, why) for i in range(n) if (why := check_blosc(bytes(heads[i]), int(sizes[i]), expected))]
+    if bad:
+        return bad
+    h = blosc_layout(heads)
+    rows = h["rows"]
+    row0 = np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int64)
+    total = int(rows.sum())
+    table = [cp.empty(total, dtype=np.int64) for _ in range(4)]
+    status = cp.empty(n, dtype=np.int32)
+    shuffled = ((h["flags"] & 2) == 0) & (((h["flags"] & 1) & (h["typesize"] > 1)) | (h["flags"] & 4) > 0)
+    target = cp.empty_like(out) if shuffled.any() else out
+    mod = _module()
+    mod.get_function("streams")(
+        ((n + _THREADS - 1) // _THREADS,),
+        (_THREADS,),
+        (
+            buffer,
+            cp.asarray(offsets),
+            cp.asarray(sizes),
+            cp.asarray(row0),
+            cp.asarray(out_offsets),
+            *table,
+            status,
+            np.int64(n),
+        ),
+    )
+    st = status.get()
+    if st.any():
+        return [(int(i), "corrupt blosc block table or split headers") for i in np.flatnonzero(st)]
+    src, csize, dst, dsize = (t.get() for t in table)
+    unit = np.repeat(np.arange(n), rows)
+    stored = csize == dsize
+    if stored.any():
+        k = np.flatnonzero(stored)
+        mod.get_function("copy")(
+            (len(k),),
+            (_THREADS,),
+            (buffer, cp.asarray(src[k]), cp.asarray(dst[k]), cp.asarray(dsize[k]), target),
+        )
+    k = np.flatnonzero(~stored)
+    if len(k):
+        failed = decode_streams(unit[k], src[k], csize[k], target, dst[k], dsize[k])
+        if failed:
+            return failed
+    if target is not out:
+        blocks = [
+            (
+                out_offsets[c] + j * h["blocksize"][c],
+                min(h["blocksize"][c], h["nbytes"][c] - j * h["blocksize"][c]),
+                h["typesize"][c],
+                0 if not shuffled[c] else (1 if h["flags"][c] & 1 and h["typesize"][c] > 1 else 2),
+            )
+            for c in range(n)
+            for j in range(int(h["nblocks"][c]))
+        ]
+        start, bsize, ts, mode = (np.array(col) for col in zip(*blocks, strict=True))
+        mod.get_function("unshuffle")(
+            (len(blocks),),
+            (_THREADS,),
+            (
+                target,
+                out,
+                cp.asarray(start, dtype=np.int64),
+                cp.asarray(bsize, dtype=np.int64),
+                cp.asarray(ts, dtype=np.int32),
+                cp.asarray(mode, dtype=np.int32),
+            ),
+        )
+    return []

@@ -1,0 +1,206 @@
+"""CUDA sources of this package's kernels, kept free of GPU imports so that their C logic can be
+compiled and checked on the host (tests/test_kernels_c.py). Each kernel's work is a ``*_item``
+device function; the ``__global__`` wrappers only map threads to items."""
+
+VALIDATE_SOURCE = r"""
+typedef unsigned char u8;
+typedef long long i64;
+typedef unsigned long long u64;
+
+__device__ unsigned le32(const u8* p) {
+    return p[0] | (p[1] << 8) | (p[2] << 16) | ((unsigned)p[3] << 24);
+}
+
+__device__ int zstd(const u8* d, i64 n, i64 expected, i64* claimed) {
+    i64 p = 0, total = 0;
+    bool known = true;
+    while (p < n) {
+        if (p + 4 > n) return 1;
+        unsigned magic = le32(d + p);
+        if ((magic & 0xFFFFFFF0u) == 0x184D2A50u) {  // skippable frame
+            if (p + 8 > n) return 1;
+            p += 8 + (i64)le32(d + p + 4);
+            continue;
+        }
+        if (magic != 0xFD2FB528u) return 2;
+        p += 4;
+        if (p >= n) return 1;
+        u8 fhd = d[p++];
+        if (fhd & 0x08) return 2;
+        int single = (fhd >> 5) & 1, flag = fhd >> 6, dict = fhd & 3;
+        int fcs = flag == 0 ? single : (flag == 1 ? 2 : (flag == 2 ? 4 : 8));
+        p += (single ? 0 : 1) + (dict == 0 ? 0 : (dict == 1 ? 1 : (dict == 2 ? 2 : 4)));
+        if (p + fcs > n) return 1;
+        if (fcs) {
+            u64 v = 0;
+            for (int k = 0; k < fcs; k++) v |= (u64)d[p + k] << (8 * k);
+            total += (i64)v + (fcs == 2 ? 256 : 0);
+        } else {
+            known = false;
+        }
+        p += fcs;
+        for (;;) {
+            if (p + 3 > n) return 1;
+            unsigned bh = d[p] | (d[p + 1] << 8) | (d[p + 2] << 16);
+            p += 3;
+            int type = (bh >> 1) & 3;
+            i64 size = bh >> 3;
+            if (type == 3 || size > 131072) return 3;
+            p += type == 1 ? 1 : size;
+            if (p > n) return 1;
+            if (bh & 1) break;
+        }
+        if (fhd & 0x04) p += 4;
+        if (p > n) return 1;
+    }
+    *claimed = known ? total : -1;
+    return known && total != expected ? 4 : 0;
+}
+
+__device__ int gzip(const u8* d, i64 n, i64 expected, i64* claimed) {
+    if (n < 18) return 1;
+    if (d[0] != 0x1f || d[1] != 0x8b || d[2] != 8 || (d[3] & 0xe0)) return 2;
+    *claimed = le32(d + n - 4);
+    return *claimed != (expected & 0xffffffffLL) ? 4 : 0;
+}
+
+__device__ int zlib(const u8* d, i64 n) {
+    if (n < 6) return 1;
+    if ((d[0] & 0x0f) != 8 || (d[0] * 256 + d[1]) % 31 || (d[1] & 0x20)) return 2;
+    return 0;
+}
+
+__device__ int lz4_block(const u8* d, i64 n, i64 expected) {
+    if (n < 1) return 1;
+    i64 p = 0, out = 0;
+    for (;;) {
+        if (p >= n) return 1;
+        unsigned tok = d[p++], s;
+        i64 lit = tok >> 4;
+        if (lit == 15) do { if (p >= n) return 1; s = d[p++]; lit += s; } while (s == 255);
+        p += lit;
+        out += lit;
+        if (p > n) return 1;
+        if (p == n) break;
+        if (p + 2 > n) return 1;
+        unsigned off = d[p] | (d[p + 1] << 8);
+        p += 2;
+        if (off == 0 || off > out) return 3;
+        i64 ml = tok & 15;
+        if (ml == 15) do { if (p >= n) return 1; s = d[p++]; ml += s; } while (s == 255);
+        out += ml + 4;
+        if (out > expected) return 3;
+    }
+    return out == expected ? 0 : 1;
+}
+
+__device__ int lz4(const u8* d, i64 n, i64 expected, i64* claimed) {
+    if (n < 5) return 1;
+    *claimed = (int)le32(d);
+    if (*claimed != expected) return 4;
+    return lz4_block(d + 4, n - 4, expected);
+}
+
+__device__ void validate_item(i64 i, const u8* buf, const i64* offsets, const i64* sizes, int kind,
+                              const i64* expected_sizes, int* status, i64* claimed) {
+    const u8* d = buf + offsets[i];
+    i64 m = sizes[i], expected = expected_sizes[i];
+    claimed[i] = -1;  // the decoded size the header states, -1 if none
+    int st;
+    if (m == 0) st = 1;
+    else if (kind == 1) st = zstd(d, m, expected, claimed + i);
+    else if (kind == 2) st = gzip(d, m, expected, claimed + i);
+    else if (kind == 3) st = zlib(d, m);
+    else if (kind == 4) st = lz4(d, m, expected, claimed + i);
+    else { st = lz4_block(d, m, expected); claimed[i] = st ? -1 : expected; }
+    status[i] = st;
+}
+
+extern "C" __global__ void validate(const u8* buf, const i64* offsets, const i64* sizes, int kind,
+                                    const i64* expected_sizes, int* status, i64* claimed, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) validate_item(i, buf, offsets, sizes, kind, expected_sizes, status, claimed);
+}
+"""
+
+BLOSC_SOURCE = r"""
+typedef unsigned char u8;
+typedef long long i64;
+
+__device__ i64 rd32(const u8* p) { return (int)(p[0] | (p[1] << 8) | (p[2] << 16) | ((unsigned)p[3] << 24)); }
+
+// one frame's streams into rows row0[c].. of the table; 0 when sound
+__device__ int streams_item(i64 c, const u8* buf, const i64* offsets, const i64* sizes, const i64* row0,
+                            const i64* out0, i64* src, i64* csize, i64* dst, i64* dsize) {
+    const u8* d = buf + offsets[c];
+    i64 m = sizes[c], r = row0[c];
+    int flags = d[2], ts = d[3];
+    i64 nbytes = rd32(d + 4), bs = rd32(d + 8);
+    if (flags & 2) {
+        src[r] = offsets[c] + 16; csize[r] = nbytes; dst[r] = out0[c]; dsize[r] = nbytes;
+        return 0;
+    }
+    i64 nblocks = (nbytes + bs - 1) / bs, left = nbytes % bs;
+    int split = !((flags >> 4) & 1) && ts <= 16 && bs / ts >= 128;
+    for (i64 j = 0; j < nblocks; j++) {
+        int last = (j == nblocks - 1) && left > 0;
+        i64 bsize = last ? left : bs;
+        i64 ns = (split && !last) ? ts : 1, neblock = bsize / ns;
+        i64 pos = rd32(d + 16 + 4 * j);
+        if (pos < 16 + 4 * nblocks || pos > m) return 3;
+        for (i64 s = 0; s < ns; s++) {
+            if (pos + 4 > m) return 1;
+            i64 cb = rd32(d + pos);
+            pos += 4;
+            if (cb <= 0 || cb > neblock || pos + cb > m) return 3;
+            src[r] = offsets[c] + pos; csize[r] = cb; dst[r] = out0[c] + j * bs + s * neblock; dsize[r] = neblock;
+            r++;
+            pos += cb;
+        }
+    }
+    return 0;
+}
+
+__device__ void copy_item(i64 k, i64 t, i64 nt, const u8* buf, const i64* src, const i64* dst, const i64* size, u8* out) {
+    for (i64 b = t; b < size[k]; b += nt) out[dst[k] + b] = buf[src[k] + b];
+}
+
+// block b of the decoded (shuffled) bytes into out; mode 1 byte shuffle, 2 bit shuffle, 0 none
+__device__ void unshuffle_item(i64 b, i64 t, i64 nt, const u8* in, u8* out, const i64* start, const i64* bsize,
+                               const int* tsz, const int* mode) {
+    i64 s = start[b], m = bsize[b];
+    int ts = tsz[b], md = mode[b];
+    i64 n = m / ts;
+    for (i64 k = t; k < m; k += nt) {
+        u8 v;
+        if (md == 1 && k < n * ts) {
+            v = in[s + (k % ts) * n + k / ts];
+        } else if (md == 2 && n % 8 == 0) {
+            i64 i = k / ts, jb = k % ts;
+            v = 0;
+            for (int q = 0; q < 8; q++) {
+                i64 idx = (jb * 8 + q) * n + i;
+                v |= (u8)(((in[s + idx / 8] >> (idx % 8)) & 1) << q);
+            }
+        } else {
+            v = in[s + k];
+        }
+        out[s + k] = v;
+    }
+}
+
+extern "C" __global__ void streams(const u8* buf, const i64* offsets, const i64* sizes, const i64* row0,
+                                   const i64* out0, i64* src, i64* csize, i64* dst, i64* dsize, int* status, i64 n) {
+    i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < n) status[c] = streams_item(c, buf, offsets, sizes, row0, out0, src, csize, dst, dsize);
+}
+
+extern "C" __global__ void copy(const u8* buf, const i64* src, const i64* dst, const i64* size, u8* out) {
+    copy_item(blockIdx.x, threadIdx.x, blockDim.x, buf, src, dst, size, out);
+}
+
+extern "C" __global__ void unshuffle(const u8* in, u8* out, const i64* start, const i64* bsize, const int* tsz,
+                                     const int* mode) {
+    unshuffle_item(blockIdx.x, threadIdx.x, blockDim.x, in, out, start, bsize, tsz, mode);
+}
+"""
