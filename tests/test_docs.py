@@ -1,5 +1,6 @@
 """The documentation site builds with warnings as errors, and documents every configuration key."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -32,3 +33,12 @@ def test_site_builds_strict(tmp_path):
     assert result.returncode == 0, result.stderr[-4000:]
     assert (tmp_path / "site" / "api" / "index.html").exists()
     assert (tmp_path / "site" / "notebooks" / "quickstart" / "index.html").exists()
+
+
+def test_environment_variables_override_the_defaults():
+    code = "from zarr_dask_gpu import config; print(config.get('block-size'), config.get('io-retries'))"
+    env = {**os.environ, "DASK_ZARR_DASK_GPU__BLOCK_SIZE": "64MiB", "DASK_ZARR_DASK_GPU__IO_RETRIES": "7"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["64MiB", "7"]
