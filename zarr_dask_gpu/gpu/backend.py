@@ -2,7 +2,6 @@
 
 import atexit
 import contextlib
-import functools
 import re
 import threading
 import time
@@ -137,74 +136,50 @@ class GpuBackend:
             starts = np.arange(len(present)) * _round_up(expected, _OUT_ALIGN)
             decoded = cp.empty(max(len(present) * _round_up(expected, _OUT_ALIGN), 1), dtype=np.uint8)
             if chain.compression.startswith("blosc"):
-                streams = functools.partial(
-                    self._streams, chain.compression.removeprefix("blosc-"), staged.buffer
+                inner = chain.compression.removeprefix("blosc-")
+                kind = "lz4-block" if inner == "lz4" else inner  # blosc stores bare lz4 blocks
+
+                def inner_streams(which, src, csize, target, dst, dsize):  # type: ignore[no-untyped-def]
+                    failed = self._check_and_decode(kind, staged.buffer, src, csize, target, dst, dsize)
+                    return [(int(which[i]), f"inner stream: {why}") for i, why in failed]
+
+                bad = blosc.decode_batch(
+                    staged.buffer, offsets, sizes, expected, decoded, starts, inner_streams
                 )
-                bad = blosc.decode_batch(staged.buffer, offsets, sizes, expected, decoded, starts, streams)
-                _raise_first(info, units, bad)
             else:
-                self._decode_units(
-                    info,
-                    units,
-                    chain.compression,
-                    staged.buffer,
-                    offsets,
-                    sizes,
-                    decoded,
-                    starts,
-                    np.full(len(present), expected),
+                out_sizes = np.full(len(present), expected)
+                bad = self._check_and_decode(
+                    chain.compression, staged.buffer, offsets, sizes, decoded, starts, out_sizes
                 )
+            _raise_first(info, units, bad)
         out: list[cp.ndarray | None] = [None] * len(pieces)
         for j, i in enumerate(present):
             lo = int(starts[j])
             out[i] = _logical_chunk(decoded[lo : lo + expected], info, chain)
         return out
 
-    def _decode_units(
+    def _check_and_decode(
         self,
-        info: ArrayInfo,
-        units: Sequence[tuple[int, ...]],
-        compression: str,
+        kind: str,
         buffer: cp.ndarray,
         offsets: np.ndarray,
         sizes: np.ndarray,
         out: cp.ndarray,
         out_offsets: np.ndarray,
         out_sizes: np.ndarray,
-    ) -> None:
-        """Structure-check whole compressed units, then decode their payloads in one nvCOMP batch;
-        the first damaged one raises ``ChunkDecodeError`` naming ``units[i]``."""
-        bad, sized = validate.check_batch(buffer, offsets, sizes, compression, out_sizes)
-        _raise_first(info, list(units), bad)
-        skip, trail = headers.skip_bytes(compression)
-        payload, payload_offsets = _aligned(buffer, offsets + skip, sizes - skip - trail)
-        failed = self._nvcomp(
-            compression, payload, payload_offsets, sizes - skip - trail, out, out_offsets, out_sizes, sized
-        )
-        _raise_first(info, list(units), failed)
-
-    def _streams(
-        self,
-        inner: str,
-        buffer: cp.ndarray,
-        which: np.ndarray,
-        src: np.ndarray,
-        csize: np.ndarray,
-        target: cp.ndarray,
-        dst: np.ndarray,
-        dsize: np.ndarray,
     ) -> list[tuple[int, str]]:
-        """blosc's inner streams: checked, then one nvCOMP batch; failures as (frame index, reason)."""
-        kind = {"lz4": "lz4-block", "zstd": "zstd", "zlib": "zlib"}[inner]
-        bad, sized = validate.check_batch(buffer, src, csize, kind, dsize)
+        """Structure-check whole compressed items of one ``kind`` (a compression, or ``lz4-block``
+        for blosc's streams), then decode their payloads in one nvCOMP batch; failures as
+        (index, reason), with nothing decoded when any item is damaged."""
+        bad, sized = validate.check_batch(buffer, offsets, sizes, kind, out_sizes)
         if bad:
-            return [(int(which[i]), f"inner stream: {why}") for i, why in bad]
-        skip, trail = headers.skip_bytes("zlib") if inner == "zlib" else (0, 0)
-        payload, payload_offsets = _aligned(buffer, src + skip, csize - skip - trail)
-        failed = self._nvcomp(
-            inner, payload, payload_offsets, csize - skip - trail, target, dst, dsize, sized
+            return bad
+        skip, trail = headers.skip_bytes(kind)
+        payload, payload_offsets = _aligned(buffer, offsets + skip, sizes - skip - trail)
+        codec = "lz4" if kind == "lz4-block" else kind
+        return self._nvcomp(
+            codec, payload, payload_offsets, sizes - skip - trail, out, out_offsets, out_sizes, sized
         )
-        return [(int(which[i]), f"inner stream: {why}") for i, why in failed]
 
     def _nvcomp(
         self,
