@@ -210,3 +210,30 @@ def test_v2_blosc(tmp_path, device, cname, shuffle, dtype):
     )
     a[...] = sample(a.shape, dtype)
     _check(tmp_path / "a.zarr", device, chunks=(350, 77))
+
+
+@pytest.mark.parametrize(
+    "dtype,filters,compressor",
+    [
+        ("i4", [numcodecs.Delta(dtype="i4")], numcodecs.Zstd(level=1)),
+        ("i8", [numcodecs.Delta(dtype="i8", astype="i2")], numcodecs.LZ4()),
+        ("f8", [numcodecs.FixedScaleOffset(offset=10, scale=10, dtype="f8", astype="i2")], numcodecs.Blosc()),
+        ("f4", [numcodecs.Quantize(digits=2, dtype="f4")], numcodecs.Zlib(level=1)),
+        ("f8", [numcodecs.AsType(encode_dtype="f4", decode_dtype="f8")], None),
+        ("i2", [numcodecs.Shuffle(elementsize=2)], numcodecs.GZip(level=1)),
+        ("f4", [numcodecs.BitRound(keepbits=10), numcodecs.Shuffle(elementsize=4)], numcodecs.Zstd(level=1)),
+    ],
+    ids=lambda v: str(v)[:40],
+)
+def test_v2_filters(tmp_path, device, dtype, filters, compressor):
+    a = zarr.create_array(
+        tmp_path / "a.zarr",
+        shape=(90, 31),
+        chunks=(40, 31),
+        dtype=dtype,
+        zarr_format=2,
+        filters=filters,
+        compressors=compressor,
+    )
+    a[...] = sample(a.shape, dtype) / (3 if dtype.startswith("f") else 1)
+    _check(tmp_path / "a.zarr", device, chunks=(45, 31))

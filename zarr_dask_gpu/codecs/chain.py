@@ -1,10 +1,12 @@
 """Classify a zarr codec chain into what the GPU path decodes itself (pure, CPU-importable)."""
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
+
+from .filters import encoded_itemsize, unsupported
 
 Compression = Literal["none", "zstd", "gzip", "zlib", "lz4", "blosc-lz4", "blosc-zstd", "blosc-zlib"]
 
@@ -37,12 +39,22 @@ class GpuChain:
         The v3 transpose codec's order: the stored chunk is ``chunk.transpose(order)``.
     f_order
         The v2 ``order: "F"``: the stored chunk is in Fortran order.
+    filters
+        v2 numcodecs filters (their configurations, as sorted item tuples), undone after decompression.
     """
 
     compression: Compression
     big_endian: bool = False
     transpose: tuple[int, ...] | None = None
     f_order: bool = False
+    filters: tuple[tuple[tuple[str, Any], ...], ...] = ()
+
+    def filter_configs(self) -> list[dict[str, Any]]:
+        return [dict(c) for c in self.filters]
+
+    def stored_itemsize(self, dtype: np.dtype) -> int:
+        """Bytes per element that the compressor saw (after the filters)."""
+        return encoded_itemsize(self.filter_configs(), dtype) if self.filters else dtype.itemsize
 
 
 @dataclass(frozen=True)
@@ -137,21 +149,27 @@ def _classify_v3(docs: list[dict], ndim: int) -> ChainPlan:
 
 
 def _classify_v2(metadata: ArrayV2Metadata) -> ChainPlan:
-    filters = [f.get_config()["id"] for f in metadata.filters or ()]
+    configs = [f.get_config() for f in metadata.filters or ()]
     comp = metadata.compressor.get_config()["id"] if metadata.compressor is not None else None
-    stages = (*filters, *([comp] if comp else []))
+    stages = (*[c["id"] for c in configs], *([comp] if comp else []))
     big_endian = metadata.dtype.to_native_dtype().byteorder == ">"
-    if filters:
-        return ChainPlan(stages, None, f"v2 filters {filters} are not decoded on the GPU")
+    why = unsupported(configs) or (
+        "big-endian data with filters is not decoded on the GPU" if configs and big_endian else None
+    )
+    if why:
+        return ChainPlan(stages, None, why)
+    flt = tuple(tuple(sorted(c.items())) for c in configs)
     if comp == "blosc":
         cname = metadata.compressor.get_config()["cname"]
         if cname not in _BLOSC_INNER:
             return ChainPlan(stages, None, f"blosc's {cname!r} is not decoded on the GPU")
-        return ChainPlan(stages, GpuChain(_BLOSC_INNER[cname], big_endian, None, metadata.order == "F"), None)
+        return ChainPlan(
+            stages, GpuChain(_BLOSC_INNER[cname], big_endian, None, metadata.order == "F", flt), None
+        )
     if comp is not None and comp not in _V2_COMPRESSORS:
         return ChainPlan(stages, None, f"compressor {comp!r} is not decoded on the GPU")
     compression: Compression = _V2_COMPRESSORS[comp] if comp else "none"
-    return ChainPlan(stages, GpuChain(compression, big_endian, None, metadata.order == "F"), None)
+    return ChainPlan(stages, GpuChain(compression, big_endian, None, metadata.order == "F", flt), None)
 
 
 def swap_unit(dtype: np.dtype) -> int:

@@ -58,7 +58,9 @@ def decode_chunk(info: ArrayInfo, coords: tuple[int, ...], data: memoryview) -> 
     """
     key, label = info.chunk_key(coords), info.chunk_label(coords)
     chain = info.chain.gpu
-    expected = int(np.prod(info.chunks)) * info.dtype.itemsize
+    expected = int(np.prod(info.chunks)) * (
+        chain.stored_itemsize(info.dtype) if chain else info.dtype.itemsize
+    )
     if chain is not None:
         why = headers.check(chain.compression, data, expected)
         if why:

@@ -11,7 +11,7 @@ import cupy as cp
 import numpy as np
 from nvidia import nvcomp
 
-from ..codecs import headers
+from ..codecs import filters, headers
 from ..codecs.chain import GpuChain, swap_unit
 from ..errors import ChunkDecodeError
 from ..io import Staged, host_reader
@@ -118,7 +118,7 @@ class GpuBackend:
         present = np.flatnonzero(staged.present)
         if not len(present):
             return [None] * len(pieces)
-        expected = int(np.prod(info.chunks)) * info.dtype.itemsize
+        expected = int(np.prod(info.chunks)) * chain.stored_itemsize(info.dtype)  # bytes out of nvCOMP
         units = [pieces[i].coords for i in present]
         offsets, sizes = staged.offsets[present], staged.sizes[present]
         if chain.compression == "none":
@@ -248,12 +248,16 @@ def _round_up(n: int, a: int) -> int:
 
 
 def _logical_chunk(raw: cp.ndarray, info: ArrayInfo, chain: GpuChain) -> cp.ndarray:
-    """View decoded bytes as the chunk: byte order, then the stored layout (transpose, F order)."""
+    """View decoded bytes as the chunk: filters or byte order, then the stored layout (transpose,
+    F order)."""
     dtype = info.dtype
-    if chain.big_endian and dtype.itemsize > 1:
-        unit = swap_unit(dtype)
-        raw = raw.reshape(-1, unit)[:, ::-1].copy().reshape(-1)
-    flat = raw.view(dtype)
+    if chain.filters:
+        flat = filters.decode(cp, raw, chain.filter_configs(), dtype)
+    else:
+        if chain.big_endian and dtype.itemsize > 1:
+            unit = swap_unit(dtype)
+            raw = raw.reshape(-1, unit)[:, ::-1].copy().reshape(-1)
+        flat = raw.view(dtype)
     if chain.f_order:
         return flat.reshape(info.chunks, order="F")
     if chain.transpose is not None:
