@@ -136,3 +136,20 @@ def test_component_leaving_the_store_is_rejected(tmp_path, component):
     os.makedirs(tmp_path / "x", exist_ok=True)
     with pytest.raises(MetadataError, match="leaves the store root"):
         from_zarr_gpu(tmp_path / "g.zarr", component, device="cpu")
+
+
+@pytest.mark.parametrize("inner", [[], [ZstdCodec(level=1)]], ids=["raw", "zstd"])
+def test_crc32c_mismatch_raises_naming_key(tmp_path, device, inner):
+    from zarr.codecs import Crc32cCodec
+
+    a = zarr.create_array(
+        tmp_path / "a.zarr", shape=(64,), chunks=(16,), dtype="f8", compressors=[*inner, Crc32cCodec()]
+    )
+    a[...] = sample(a.shape, "f8")
+    path = tmp_path / "a.zarr" / "c" / "2"
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0x01  # the last byte before the checksum: structure intact, checksum wrong
+    path.write_bytes(bytes(data))
+    with pytest.raises(ChunkDecodeError, match="c/2") as e:
+        from_zarr_gpu(tmp_path / "a.zarr", device=device).compute()
+    assert "crc32c" in str(e.value).lower() or "checksum" in str(e.value).lower()

@@ -29,6 +29,7 @@ def lib(tmp_path_factory):
         "#include <stdbool.h>\n#define __device__\n"
         + host_c(kernels.VALIDATE_SOURCE)
         + host_c(kernels.BLOSC_SOURCE).replace("typedef unsigned char u8;\ntypedef long long i64;\n", "")
+        + host_c(kernels.CRC32C_SOURCE).replace("typedef unsigned char u8;\ntypedef long long i64;\n", "")
     )
     d = tmp_path_factory.mktemp("kernels")
     (d / "k.c").write_text(code)
@@ -147,3 +148,24 @@ def test_blosc_kernels_match_numcodecs(lib, cname, shuffle, dtype):
             )
             assert headers.check_blosc(frame[:16], len(frame), len(data)) is None
             assert _blosc_decode_on_host(lib, frame) == data, (n, clevel)
+
+
+def test_crc32c_segments_and_combine_match_google_crc32c(lib):
+    import google_crc32c
+
+    table = np.zeros(256, np.uint32)
+    lib.crc_table(_p(table), ctypes.c_longlong(0), ctypes.c_longlong(1))
+    lib.crc_segment.restype = ctypes.c_uint32
+    lib.crc_combine.restype = ctypes.c_uint32
+    rng = np.random.default_rng(5)
+    for n in (0, 1, 3, 100, 4096, 100_003):
+        data = rng.integers(0, 256, n, dtype=np.uint8)
+        whole = lib.crc_segment(_p(data), ctypes.c_longlong(n), _p(table))
+        assert whole == google_crc32c.value(data.tobytes())
+        for cut in {0, n // 3, n}:
+            a, b = data[:cut].copy(), data[cut:].copy()
+            ca = lib.crc_segment(_p(a), ctypes.c_longlong(a.size), _p(table))
+            cb = lib.crc_segment(_p(b), ctypes.c_longlong(b.size), _p(table))
+            assert (
+                lib.crc_combine(ctypes.c_uint32(ca), ctypes.c_uint32(cb), ctypes.c_longlong(b.size)) == whole
+            )

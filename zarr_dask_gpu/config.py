@@ -20,6 +20,8 @@ DEFAULTS: dict[str, Any] = {
     # transient IO errors (EIO, EAGAIN, a short read) are retried this often, backing off from the delay
     "io-retries": 3,
     "io-retry-delay": 0.05,
+    # verify the v3 crc32c codec's checksums on the GPU (zarr-python always verifies them on the CPU)
+    "verify-checksums": True,
     # ranges of one file (inner chunks of a shard) closer than this are read in one pread ...
     "coalesce-gap": "1MiB",
     # ... of at most this many bytes

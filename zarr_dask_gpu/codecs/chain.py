@@ -41,6 +41,8 @@ class GpuChain:
         The v2 ``order: "F"``: the stored chunk is in Fortran order.
     filters
         v2 numcodecs filters (their configurations, as sorted item tuples), undone after decompression.
+    crc32c
+        The stored chunk ends with a crc32c of the rest (the v3 codec, last in the chain).
     """
 
     compression: Compression
@@ -48,6 +50,7 @@ class GpuChain:
     transpose: tuple[int, ...] | None = None
     f_order: bool = False
     filters: tuple[tuple[tuple[str, Any], ...], ...] = ()
+    crc32c: bool = False
 
     def filter_configs(self) -> list[dict[str, Any]]:
         return [dict(c) for c in self.filters]
@@ -121,8 +124,11 @@ def _classify_v3(docs: list[dict], ndim: int) -> ChainPlan:
     big_endian = False
     compression: Compression = "none"
     reason = None
-    seen_bytes = False
+    seen_bytes = crc = False
     for doc in docs:
+        if crc:  # crc32c must be the last stage
+            reason = f"codec {doc['name']!r} after crc32c is not decoded on the GPU"
+            break
         name, conf = doc["name"], doc.get("configuration") or {}
         if name == "transpose" and not seen_bytes and transpose is None:
             transpose = tuple(int(i) for i in conf["order"])
@@ -133,6 +139,8 @@ def _classify_v3(docs: list[dict], ndim: int) -> ChainPlan:
             compression = _V3_COMPRESSORS[name]
         elif seen_bytes and name == "blosc" and compression == "none" and conf.get("cname") in _BLOSC_INNER:
             compression = _BLOSC_INNER[conf["cname"]]
+        elif seen_bytes and name == "crc32c":
+            crc = True
         elif name == "blosc":
             reason = f"blosc's {conf.get('cname')!r} is not decoded on the GPU"
             break
@@ -145,7 +153,7 @@ def _classify_v3(docs: list[dict], ndim: int) -> ChainPlan:
         transpose = None
     if reason is not None:
         return ChainPlan(stages, None, reason)
-    return ChainPlan(stages, GpuChain(compression, big_endian, transpose), None)
+    return ChainPlan(stages, GpuChain(compression, big_endian, transpose, crc32c=crc), None)
 
 
 def _classify_v2(metadata: ArrayV2Metadata) -> ChainPlan:

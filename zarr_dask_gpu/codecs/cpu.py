@@ -62,7 +62,7 @@ def decode_chunk(info: ArrayInfo, coords: tuple[int, ...], data: memoryview) -> 
         chain.stored_itemsize(info.dtype) if chain else info.dtype.itemsize
     )
     if chain is not None:
-        why = headers.check(chain.compression, data, expected)
+        why = headers.check(chain.compression, data[:-4] if chain.crc32c else data, expected)
         if why:
             raise ChunkDecodeError(info.location, key, label + why)
     elif len(data) == 0:

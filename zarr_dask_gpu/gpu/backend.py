@@ -11,6 +11,7 @@ import cupy as cp
 import numpy as np
 from nvidia import nvcomp
 
+from .. import config
 from ..codecs import filters, headers
 from ..codecs.chain import GpuChain, swap_unit
 from ..errors import ChunkDecodeError
@@ -121,6 +122,12 @@ class GpuBackend:
         expected = int(np.prod(info.chunks)) * chain.stored_itemsize(info.dtype)  # bytes out of nvCOMP
         units = [pieces[i].coords for i in present]
         offsets, sizes = staged.offsets[present], staged.sizes[present]
+        if chain.crc32c:  # the last 4 bytes are a crc32c of the rest: verify, then leave them out
+            _raise_first(info, units, [(j, "shorter than its crc32c") for j in np.flatnonzero(sizes < 4)])
+            if config.get("verify-checksums"):
+                bad_crc = validate.crc32c_mismatches(staged.buffer, offsets, sizes)
+                _raise_first(info, units, [(int(j), "crc32c checksum does not match") for j in bad_crc])
+            sizes = sizes - 4
         if chain.compression == "none":
             _raise_first(
                 info,

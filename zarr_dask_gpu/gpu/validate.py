@@ -11,7 +11,7 @@ import functools
 import cupy as cp
 import numpy as np
 
-from .kernels import VALIDATE_SOURCE
+from .kernels import CRC32C_SOURCE, VALIDATE_SOURCE
 
 # "lz4" is numcodecs' (a 4-byte size, then a block); "lz4-block" a bare block, as blosc stores them
 _KINDS = {"zstd": 1, "gzip": 2, "zlib": 3, "lz4": 4, "lz4-block": 5}
@@ -75,3 +75,20 @@ def check_batch(
         )
         for i in bad
     ], sized
+
+
+@functools.cache
+def _crc_kernel() -> cp.RawKernel:
+    return cp.RawKernel(CRC32C_SOURCE, "crc32c_check")
+
+
+def crc32c_mismatches(buffer: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Indices of the chunks whose last 4 bytes are not the crc32c of the rest (one CUDA block each)."""
+    n = len(offsets)
+    mismatch = cp.zeros(n, dtype=np.int32)
+    _crc_kernel()(
+        (n,),
+        (256,),
+        (buffer, cp.asarray(offsets, dtype=np.int64), cp.asarray(sizes, dtype=np.int64), mismatch),
+    )
+    return np.flatnonzero(mismatch.get())
