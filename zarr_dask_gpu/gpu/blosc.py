@@ -53,7 +53,10 @@ def decode_batch(
     total = int(rows.sum())
     table = [cp.empty(total, dtype=np.int64) for _ in range(4)]
     status = cp.empty(n, dtype=np.int32)
-    shuffled = ((h["flags"] & 2) == 0) & (((h["flags"] & 1) & (h["typesize"] > 1)) | (h["flags"] & 4) > 0)
+    # c-blosc: byte shuffle (for typesize > 1) wins over bit shuffle; copy-only frames are not shuffled
+    byte = ((h["flags"] & 1) > 0) & (h["typesize"] > 1)
+    shuffled = ((h["flags"] & 2) == 0) & (byte | ((h["flags"] & 4) > 0))
+    mode = np.where(shuffled, np.where(byte, 1, 2), 0)
     target = cp.empty_like(out) if shuffled.any() else out
     mod = _module()
     mod.get_function("streams")(
@@ -94,12 +97,12 @@ def decode_batch(
                 out_offsets[c] + j * h["blocksize"][c],
                 min(h["blocksize"][c], h["nbytes"][c] - j * h["blocksize"][c]),
                 h["typesize"][c],
-                0 if not shuffled[c] else (1 if h["flags"][c] & 1 and h["typesize"][c] > 1 else 2),
+                mode[c],
             )
             for c in range(n)
             for j in range(int(h["nblocks"][c]))
         ]
-        start, bsize, ts, mode = (np.array(col) for col in zip(*blocks, strict=True))
+        start, bsize, ts, modes = (np.array(col) for col in zip(*blocks, strict=True))
         mod.get_function("unshuffle")(
             (len(blocks),),
             (_THREADS,),
@@ -109,7 +112,7 @@ def decode_batch(
                 cp.asarray(start, dtype=np.int64),
                 cp.asarray(bsize, dtype=np.int64),
                 cp.asarray(ts, dtype=np.int32),
-                cp.asarray(mode, dtype=np.int32),
+                cp.asarray(modes, dtype=np.int32),
             ),
         )
     return []

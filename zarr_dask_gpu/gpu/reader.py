@@ -1,5 +1,6 @@
 """kvikio reads of chunk files and shard byte ranges into one device staging buffer."""
 
+import contextlib
 import errno
 import os
 import threading
@@ -48,6 +49,9 @@ class KvikioReader:
                     raise OSError(
                         errno.EIO, f"short read of {rd.path}: {got} of {rd.size} bytes at {rd.offset}"
                     )
-        finally:
-            for _, f, _ in inflight:
+        finally:  # on an error, reads still in flight finish before their files close
+            for _, f, fut in inflight:
+                if not fut.done():
+                    with contextlib.suppress(Exception):
+                        fut.get()
                 f.close()
