@@ -14,22 +14,9 @@ import numpy as np
 from nvidia import nvcomp
 
 from zarr_dask_gpu.gpu import validate
-from zarr_dask_gpu.gpu.backend import GpuBackend
+from zarr_dask_gpu.gpu.backend import GpuBackend, _Interface
 from zarr_dask_gpu.metadata import open_array_info
 from zarr_dask_gpu.plan import block_pieces
-
-
-class _V2:
-    """A device buffer behind a __cuda_array_interface__ v2 (no ``stream``: consumers do not sync)."""
-
-    def __init__(self, a: cp.ndarray) -> None:
-        self.a = a
-        self.__cuda_array_interface__ = {
-            "shape": (a.nbytes,),
-            "typestr": "|u1",
-            "data": (a.data.ptr, False),
-            "version": 2,
-        }
 
 
 def main() -> None:
@@ -61,7 +48,7 @@ def main() -> None:
                 validate.check_batch(st.buffer, st.offsets, st.sizes, "zstd", expected)
             n = len(st.offsets)
             out = cp.empty(n * expected, np.uint8)
-            src_buf, out_buf = (_V2(st.buffer), _V2(out)) if wrap else (st.buffer, out)
+            src_buf, out_buf = (_Interface(st.buffer), _Interface(out)) if wrap else (st.buffer, out)
             src = nvcomp.as_arrays(src_buf, st.offsets.tolist(), st.sizes.tolist(), cuda_stream=s.ptr)
             dst = nvcomp.as_arrays(
                 out_buf, list(range(0, n * expected, expected)), [expected] * n, cuda_stream=s.ptr
