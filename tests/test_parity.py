@@ -237,3 +237,21 @@ def test_v2_filters(tmp_path, device, dtype, filters, compressor):
     )
     a[...] = sample(a.shape, dtype) / (3 if dtype.startswith("f") else 1)
     _check(tmp_path / "a.zarr", device, chunks=(45, 31))
+
+
+@pytest.mark.parametrize(
+    "dtype,filters",
+    [
+        ("i4", [nz3.Delta(dtype="i4")]),
+        ("i8", [nz3.Delta(dtype="i8", astype="i2")]),
+        ("f8", [nz3.FixedScaleOffset(offset=1, scale=100, dtype="f8", astype="i4")]),
+        ("f4", [nz3.Quantize(digits=2, dtype="f4")]),
+        ("f4", [nz3.BitRound(keepbits=9)]),
+        ("f8", [nz3.AsType(encode_dtype="f4", decode_dtype="f8")]),
+    ],
+    ids=lambda v: str(v)[:40],
+)
+def test_v3_numcodecs_filters(tmp_path, device, dtype, filters):
+    a = zarr.create_array(tmp_path / "a.zarr", shape=(70, 13), chunks=(32, 13), dtype=dtype, filters=filters)
+    a[...] = sample(a.shape, dtype) / (3 if dtype.startswith("f") else 1)
+    _check(tmp_path / "a.zarr", device, chunks=(35, 13))

@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numcodecs
 import numpy as np
 from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
 
@@ -22,6 +23,8 @@ _V3_COMPRESSORS: dict[str, Compression] = {
     "numcodecs.zlib": "zlib",
     "numcodecs.lz4": "lz4",
 }
+# numcodecs filters that zarr v3 writes as array-to-array codecs ("numcodecs.delta", ...)
+_V3_FILTERS = ("delta", "fixedscaleoffset", "quantize", "bitround", "astype")
 _V2_COMPRESSORS: dict[str, Compression] = {"zstd": "zstd", "gzip": "gzip", "zlib": "zlib", "lz4": "lz4"}
 
 
@@ -125,13 +128,17 @@ def _classify_v3(docs: list[dict], ndim: int) -> ChainPlan:
     compression: Compression = "none"
     reason = None
     seen_bytes = crc = False
+    configs: list[dict[str, Any]] = []  # numcodecs array-to-array filters, in encoding order
     for doc in docs:
         if crc:  # crc32c must be the last stage
             reason = f"codec {doc['name']!r} after crc32c is not decoded on the GPU"
             break
         name, conf = doc["name"], doc.get("configuration") or {}
-        if name == "transpose" and not seen_bytes and transpose is None:
+        if name == "transpose" and not seen_bytes and transpose is None and not configs:
             transpose = tuple(int(i) for i in conf["order"])
+        elif not seen_bytes and transpose is None and name.removeprefix("numcodecs.") in _V3_FILTERS:
+            # numcodecs' own get_config fills the defaults (astype and the like)
+            configs.append(numcodecs.get_codec({"id": name.removeprefix("numcodecs."), **conf}).get_config())
         elif name == "bytes" and not seen_bytes:
             seen_bytes = True
             big_endian = conf.get("endian") == "big"
@@ -149,11 +156,16 @@ def _classify_v3(docs: list[dict], ndim: int) -> ChainPlan:
             break
     if reason is None and not seen_bytes:
         reason = f"array-to-bytes codec {stages} is not decoded on the GPU"
+    if reason is None and configs:
+        reason = unsupported(configs) or (
+            "big-endian data with filters is not decoded on the GPU" if big_endian else None
+        )
     if reason is None and transpose == tuple(range(ndim)):
         transpose = None
     if reason is not None:
         return ChainPlan(stages, None, reason)
-    return ChainPlan(stages, GpuChain(compression, big_endian, transpose, crc32c=crc), None)
+    flt = tuple(tuple(sorted(c.items())) for c in configs)
+    return ChainPlan(stages, GpuChain(compression, big_endian, transpose, filters=flt, crc32c=crc), None)
 
 
 def _classify_v2(metadata: ArrayV2Metadata) -> ChainPlan:
