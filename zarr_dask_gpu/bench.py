@@ -100,6 +100,75 @@ def chart(doc: dict[str, Any], path: str) -> None:
     plt.close(fig)
 
 
+def drop_cache(files: list[str]) -> None:
+    """Evict the files' pages from the page cache (no root needed for clean pages)."""
+    for f in files:
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+# the performance issue's datasets beside A (4 GiB, 8 MiB zstd chunks): B small chunks, C sharded,
+# D zarr v2 with blosc lz4 and byte shuffle
+def _dataset(args: argparse.Namespace, name: str) -> Any:
+    import numcodecs
+
+    gib = int(args.gib * 2**30)
+    if name == "B":
+        return write_sample(f"{args.path}-B", gib // 4, 256 << 10)
+    if name == "C":
+        return write_sample(f"{args.path}-C", gib, 1 << 20, shard_bytes=256 << 20)
+    if name == "D":
+        blosc = numcodecs.Blosc("lz4", shuffle=numcodecs.Blosc.SHUFFLE)
+        return write_sample(f"{args.path}-D", gib, 8 << 20, zarr_format=2, compressors=blosc)
+    raise ValueError(f"unknown dataset {name!r}: A, B, C or D")
+
+
+def extra_dataset(
+    args: argparse.Namespace, name: str, results: dict[str, float], row: Any, free: Any
+) -> None:
+    """from_zarr_gpu and zarr-python enable_gpu() on dataset ``name``, warm, values checked."""
+    import cupy as cp
+    import zarr
+
+    from . import from_zarr_gpu
+
+    a = _dataset(args, name)
+    path = str(a.store_path.store.root)
+    for f in chunk_files(path):
+        with open(f, "rb") as fh:
+            while fh.read(64 << 20):
+                pass
+    x = from_zarr_gpu(path, device="gpu")
+    rows = slice(0, x.chunks[0][0])
+    assert np.array_equal(x[rows].compute(scheduler="threads").get(), a[rows]), f"{name}: values differ"
+    print(f"dataset {name}: {a.shape} chunks {a.chunks} shards {a.shards}, blocks {x.chunksize}", flush=True)
+
+    def ours() -> None:
+        y = x.persist(scheduler="threads", num_workers=args.threads)
+        cp.cuda.Device().synchronize()
+        del y
+        free()
+
+    ours()
+    row(
+        f"{name}: from_zarr_gpu().persist(), in-process, {args.threads} threads",
+        timed(ours, args.repeat),
+        a.nbytes,
+    )
+
+    def zarr_gpu() -> None:
+        with zarr.config.enable_gpu():
+            g = zarr.open_array(path, mode="r")[...]
+        cp.cuda.Device().synchronize()
+        del g
+        free()
+
+    row(f"{name}: zarr-python enable_gpu()", timed(zarr_gpu, 1), a.nbytes)
+
+
 def timed(fn, repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -110,9 +179,10 @@ def timed(fn, repeat: int) -> float:
 
 
 def chunk_files(path: str) -> list[str]:
+    """Every chunk (or shard) file of an array: all files but its metadata documents."""
     out = []
-    for root, _, files in os.walk(os.path.join(path, "c")):
-        out += [os.path.join(root, f) for f in files]
+    for root, _, files in os.walk(path):
+        out += [os.path.join(root, f) for f in files if not f.startswith(".z") and f != "zarr.json"]
     return sorted(out)
 
 
@@ -267,6 +337,18 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         except ImportError:
             print("tensorstore not installed: skipped")
 
+    if "gds" not in skip:
+        from kvikio.zarr import GDSStore
+
+        def gds_peer() -> None:
+            with zarr.config.enable_gpu():
+                g = zarr.open_array(GDSStore(args.path), mode="r")[...]
+            cp.cuda.Device().synchronize()
+            del g
+            free()
+
+        row("kvikio.zarr.GDSStore + zarr enable_gpu()", timed(gds_peer, 1))
+
     # ceilings, on the same chunk files
     import kvikio
     from nvidia import nvcomp
@@ -278,20 +360,28 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     offs = np.cumsum([0, *[(s + 15) // 16 * 16 for s in sizes]])
     comp = cp.empty(int(offs[-1]), dtype=np.uint8)
 
-    def raw_read() -> None:
+    def raw_read(into: cp.ndarray, cold: bool = False) -> None:
+        if cold:
+            drop_cache(files)
         handles = [kvikio.CuFile(f, "r") for f in files]
-        futs = [h.pread(comp[o : o + s], s, 0) for h, o, s in zip(handles, offs, sizes, strict=False)]
+        futs = [h.pread(into[o : o + s], s, 0) for h, o, s in zip(handles, offs, sizes, strict=False)]
         for fu in futs:
             fu.get()
         for h in handles:
             h.close()
 
-    raw_read()
+    raw_read(comp)
     row(
         f"ceiling: kvikio pread, {kvikio.defaults.get('num_threads')} threads (compressed bytes)",
-        timed(raw_read, args.repeat),
+        timed(lambda: raw_read(comp), args.repeat),
         stored,
     )
+    if "cold" not in skip:  # page cache dropped before the pass
+        row(
+            "cold: ceiling: kvikio pread (compressed bytes)",
+            timed(lambda: raw_read(comp, cold=True), 1),
+            stored,
+        )
 
     codec = nvcomp.Codec(algorithm="Zstd", bitstream_kind=nvcomp.BitstreamKind.RAW)
     chunk_nbytes = a.nbytes // len(files)
@@ -322,6 +412,27 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
 
     h2d()
     row("ceiling: pinned host-to-device copy", timed(h2d, args.repeat), 1 << 30)
+    host = hbuf = dbuf = None
+    free()
+
+    if "cold" not in skip:  # page cache dropped for the dataset's files before the pass
+        cold = from_zarr_gpu(args.path, device="gpu", name="bench-cold")
+
+        def ours_cold() -> None:
+            drop_cache(files)
+            y = cold.persist(scheduler="threads", num_workers=args.threads)
+            cp.cuda.Device().synchronize()
+            del y
+            free()
+
+        row(f"cold: from_zarr_gpu().persist(), in-process, {args.threads} threads", timed(ours_cold, 1))
+        results["cold_read_x_ratio"] = (
+            results["cold: ceiling: kvikio pread (compressed bytes)"] * nbytes / stored
+        )
+
+    for name in filter(None, args.datasets.split(",")):
+        if name != "A":
+            extra_dataset(args, name, results, row, free)
 
     ratio = results[next(k for k in results if k.startswith("from_zarr_gpu().persist(), in"))] / results.get(
         "zarr-python enable_gpu()", float("nan")

@@ -1,6 +1,7 @@
-"""A sample zarr v3 store for the demo and the benchmark: float32, zstd, a realistic ratio (~3)."""
+"""Sample zarr stores for the demo and the benchmark: float32, a realistic compression ratio (~3)."""
 
 import os
+from typing import Any
 
 import numpy as np
 import zarr
@@ -8,25 +9,44 @@ import zarr
 _COLS = 1 << 20  # one row is 4 MiB of float32
 
 
-def write_sample(path: str | os.PathLike, nbytes: int, chunk_bytes: int = 8 << 20) -> zarr.Array:
+def write_sample(
+    path: str | os.PathLike,
+    nbytes: int,
+    chunk_bytes: int = 8 << 20,
+    *,
+    shard_bytes: int | None = None,
+    zarr_format: int = 3,
+    compressors: Any = "auto",
+) -> zarr.Array:
     """Write (or reuse, if it already matches) a 2-d float32 array of about ``nbytes``.
 
     Rows are a smooth wave plus noise rounded to 0.1, which zstd compresses about threefold, like
-    gridded geophysical fields. Chunks are whole rows of ``chunk_bytes``; the codecs are zarr v3's
-    defaults (bytes, zstd).
+    gridded geophysical fields. Chunks of ``chunk_bytes`` are whole rows, or parts of one row when
+    smaller than a row; ``shard_bytes`` groups whole rows of chunks into shards (zarr v3). The codecs
+    are zarr's defaults (v3: bytes and zstd) unless ``compressors`` says otherwise.
     """
-    rows_per_chunk = max(chunk_bytes // (_COLS * 4), 1)
-    rows = max(nbytes // (_COLS * 4), rows_per_chunk)
-    if os.path.exists(os.path.join(path, "zarr.json")):
+    row = _COLS * 4
+    chunks = (max(chunk_bytes // row, 1), _COLS) if chunk_bytes >= row else (1, chunk_bytes // 4)
+    shards = (max(shard_bytes // row, chunks[0]), _COLS) if shard_bytes else None
+    unit = shards[0] if shards else chunks[0]
+    rows = max(nbytes // row // unit, 1) * unit
+    if os.path.exists(os.path.join(path, "zarr.json" if zarr_format == 3 else ".zarray")):
         a = zarr.open_array(path, mode="r")
-        if a.shape == (rows, _COLS) and a.chunks == (rows_per_chunk, _COLS):
+        if a.shape == (rows, _COLS) and a.chunks == chunks and a.shards == shards:
             return a
     a = zarr.create_array(
-        path, shape=(rows, _COLS), chunks=(rows_per_chunk, _COLS), dtype="f4", overwrite=True
+        path,
+        shape=(rows, _COLS),
+        chunks=chunks,
+        shards=shards,
+        dtype="f4",
+        overwrite=True,
+        zarr_format=zarr_format,
+        compressors=compressors,
     )
     rng = np.random.default_rng(0)
     t = np.linspace(0, 40 * np.pi, _COLS, dtype=np.float32)
-    slab = max(rows_per_chunk, 64 // rows_per_chunk * rows_per_chunk)
+    slab = max(unit, 64 // unit * unit)
     for r in range(0, rows, slab):
         n = min(slab, rows - r)
         noise = rng.standard_normal((n, _COLS), dtype=np.float32)
