@@ -29,8 +29,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", default=None, help="write the results here")
     p.add_argument("--chart", default=None, help="draw a bar chart (PNG) here")
     p.add_argument(
-        "--skip", default="", help="comma-separated GPU rows to skip: cluster,zarr-gpu,dask,tensorstore"
+        "--skip",
+        default="",
+        help="GPU rows to skip, comma-separated: cluster,zarr-gpu,dask,tensorstore,gds,cold",
     )
+    p.add_argument("--datasets", default="A", help="GPU datasets, comma-separated: A (default), B, C, D")
 
 
 def main(args: argparse.Namespace) -> int:
