@@ -157,3 +157,13 @@ def test_xarray_over_http(http_root, device):
     ds.to_zarr(root / "d.zarr", mode="w")
     got = zarr_dask_gpu.open_dataset(f"{url}/d.zarr", device=device)
     np.testing.assert_array_equal(host(got.t.data.compute()), ds.t.values)
+
+
+def test_engine_over_http(http_root, device):
+    xr = pytest.importorskip("xarray")
+
+    root, url = http_root
+    ds = xr.Dataset({"t": (("x",), np.arange(7.0))})
+    ds.to_zarr(root / "e.zarr", mode="w")
+    got = xr.open_dataset(f"{url}/e.zarr", engine="zarr_gpu", device=device, storage_options={})
+    np.testing.assert_array_equal(host(got.t.data.compute()), ds.t.values)

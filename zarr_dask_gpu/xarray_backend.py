@@ -171,6 +171,7 @@ class ZarrGpuBackendEntrypoint(BackendEntrypoint):
         "device",
         "blocks",
         "strict",
+        "storage_options",
     )
 
     def open_dataset(  # type: ignore[override]
