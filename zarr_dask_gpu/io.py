@@ -71,19 +71,27 @@ class Layout:
     total: int
 
 
+def place(lengths: Sequence[int], skip: int, align: int) -> tuple[list[int], int]:
+    """Consecutive places for pieces of ``lengths`` bytes, each one's payload (after ``skip``) aligned;
+    and the total length."""
+    starts, cursor = [], 0
+    for n in lengths:
+        cursor += (-(cursor + skip)) % align
+        starts.append(cursor)
+        cursor += n
+    return starts, cursor
+
+
 def layout(ranges: Sequence[Range | None], skip: int, align: int) -> Layout:
     """Merge ``ranges`` into preads and place them, each read's start aligned for its payload."""
     reads = coalesce(ranges)
     offsets = np.full(len(ranges), -1, dtype=np.int64)
     sizes = np.array([r.size if r is not None else 0 for r in ranges], dtype=np.int64)
-    starts, cursor = [], 0
-    for rd in reads:
-        cursor += (-(cursor + skip)) % align
-        starts.append(cursor)
+    starts, total = place([rd.size for rd in reads], skip, align)
+    for rd, start in zip(reads, starts, strict=True):
         for unit, at in rd.members:
-            offsets[unit] = cursor + at
-        cursor += rd.size
-    return Layout(reads, starts, offsets, sizes, cursor)
+            offsets[unit] = start + at
+    return Layout(reads, starts, offsets, sizes, total)
 
 
 def cpu_threads() -> int:
@@ -177,14 +185,10 @@ def staged_from(blobs: Sequence[bytes | None], skip: int, align: int) -> Staged:
     """Bytes already in host memory, placed in one staging buffer as a reader would place them."""
     offsets = np.full(len(blobs), -1, dtype=np.int64)
     sizes = np.array([len(b) if b is not None else 0 for b in blobs], dtype=np.int64)
-    cursor = 0
-    for i, b in enumerate(blobs):
-        if b is not None:
-            cursor += (-(cursor + skip)) % align
-            offsets[i] = cursor
-            cursor += len(b)
-    buf = np.empty(cursor, dtype=np.uint8)
-    for i, b in enumerate(blobs):
-        if b is not None:
-            buf[offsets[i] : offsets[i] + len(b)] = np.frombuffer(b, dtype=np.uint8)
+    present = [i for i, b in enumerate(blobs) if b is not None]
+    starts, total = place([len(blobs[i]) for i in present], skip, align)  # type: ignore[arg-type]
+    buf = np.empty(total, dtype=np.uint8)
+    for i, start in zip(present, starts, strict=True):
+        offsets[i] = start
+        buf[start : start + sizes[i]] = np.frombuffer(blobs[i], dtype=np.uint8)  # type: ignore[arg-type]
     return Staged(buf, offsets, sizes)

@@ -15,7 +15,7 @@ from .. import config
 from ..codecs import filters, headers
 from ..codecs.chain import GpuChain, swap_unit
 from ..errors import ChunkDecodeError
-from ..io import Staged, host_reader
+from ..io import Staged, host_reader, place
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece
 from ..storage import locate
@@ -258,15 +258,11 @@ def _aligned(buffer: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> tupl
     they already do (whole chunk files), else gathered into a new buffer (ranges inside shards)."""
     if not (offsets % _ALIGN).any():
         return buffer, offsets
-    starts = np.zeros_like(offsets)
-    cursor = 0
-    for k, n in enumerate(sizes):
-        starts[k] = cursor = _round_up(cursor, _ALIGN)
-        cursor += int(n)
-    out = cp.empty(max(cursor, 1), dtype=np.uint8)
+    starts, total = place([int(n) for n in sizes], 0, _ALIGN)
+    out = cp.empty(max(total, 1), dtype=np.uint8)
     for k in range(len(offsets)):
         out[starts[k] : starts[k] + sizes[k]] = buffer[offsets[k] : offsets[k] + sizes[k]]
-    return out, starts
+    return out, np.asarray(starts, dtype=np.int64)
 
 
 def _round_up(n: int, a: int) -> int:
