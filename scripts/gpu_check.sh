@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
 # Runs on the GPU host, in the repo root, after the wheelhouse is installed (README: "GPU machine"):
-# the gpu-marked tests, `zarr-dask-gpu bench`, the overlap diagnosis and the thread-safety probe. Logs and JSON go to $OUT (default /tmp/out).
-# Usage: bash scripts/gpu_check.sh [pytest args...]
+# the gpu-marked tests, `zarr-dask-gpu bench`, the overlap diagnosis and the thread-safety probe.
+# Logs and JSON go to $OUT (default /tmp/out). STEPS picks the steps (default: all four); each has
+# its own timeout, so that the whole fits one device call (10 minutes).
+# Usage: [STEPS="tests bench"] bash scripts/gpu_check.sh [pytest args...]
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
+STEPS=${STEPS:-tests bench diag probe}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
-timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q -m gpu -p no:cacheprovider -o faulthandler_timeout=60 "$@" 2>&1 | tee "$OUT/gpu-tests.log"
-tests_rc=${PIPESTATUS[0]}
+declare -A rc
+step() {  # name, timeout, command...
+    local name=$1 limit=$2
+    shift 2
+    [[ " $STEPS " == *" $name "* ]] || return 0
+    timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.log"
+    rc[$name]=${PIPESTATUS[0]}
+}
+step tests "${TEST_TIMEOUT:-240}" python3 -m pytest -q -m gpu -p no:cacheprovider -o faulthandler_timeout=60 "$@"
 # shellcheck disable=SC2086  # BENCH_ARGS holds several words
-timeout "${BENCH_TIMEOUT:-300}" python3 -m zarr_dask_gpu.cli bench --json "$OUT/bench.json" --chart "$OUT/performance.png" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
-bench_rc=${PIPESTATUS[0]}
-timeout "${DIAG_TIMEOUT:-120}" python3 benchmarks/diagnose_overlap.py 2>&1 | tee "$OUT/diagnose.log"
-diag_rc=${PIPESTATUS[0]}
-timeout "${PROBE_TIMEOUT:-260}" python3 benchmarks/probe_threads.py 2>&1 | tee "$OUT/threads.log"
-echo "gpu tests rc=$tests_rc, benchmark rc=$bench_rc, diagnosis rc=$diag_rc, thread probe rc=${PIPESTATUS[0]}"
-exit $(( tests_rc || bench_rc ))
+step bench "${BENCH_TIMEOUT:-300}" python3 -m zarr_dask_gpu.cli bench --json "$OUT/bench.json" --chart "$OUT/performance.png" ${BENCH_ARGS:-}
+step diag "${DIAG_TIMEOUT:-120}" python3 benchmarks/diagnose_overlap.py
+step probe "${PROBE_TIMEOUT:-260}" python3 benchmarks/probe_threads.py
+for k in "${!rc[@]}"; do echo "$k rc=${rc[$k]}"; done
+exit $(( ${rc[tests]:-0} || ${rc[bench]:-0} ))

@@ -74,3 +74,35 @@ def test_large_batch_in_one_task(tmp_path):
     a[...] = sample(a.shape, "i8")
     x = from_zarr_gpu(tmp_path / "a.zarr", chunks=-1, device="gpu")  # 512 chunks, one decode call
     np.testing.assert_array_equal(host(x.compute()), a[...])
+
+
+@pytest.mark.parametrize("batching", [True, False])
+def test_concurrent_tasks_of_several_codecs_merge_correctly(tmp_path, batching):
+    """Tasks of arrays with different codecs and chunk sizes run at once: with batching, their decodes
+    are merged per compression into shared nvCOMP calls; every block must still be its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import dask
+
+    arrays = {}
+    for i, (name, codec) in enumerate(
+        [("zstd", numcodecs.Zstd(1)), ("lz4", numcodecs.LZ4()), ("z2", numcodecs.Zstd(3))]
+    ):
+        a = zarr.create_array(
+            tmp_path / f"{name}.zarr",
+            shape=(96, 3000),
+            chunks=(4 + i, 3000),
+            dtype="f4",
+            zarr_format=2,
+            compressors=codec,
+        )
+        a[...] = sample(a.shape, "f4", seed=i)
+        arrays[name] = (a, from_zarr_gpu(tmp_path / f"{name}.zarr", chunks=(12, 3000), device="gpu"))
+    with dask.config.set({"zarr_dask_gpu.decode-batching": batching}):
+
+        def read(name: str) -> None:
+            a, x = arrays[name]
+            np.testing.assert_array_equal(host(x.compute(scheduler="threads", num_workers=8)), a[...])
+
+        with ThreadPoolExecutor(6) as ex:
+            list(ex.map(read, list(arrays) * 4))

@@ -57,3 +57,41 @@ def test_user_chunk_forms():
     assert block_chunks({0: 5}, (10, 4), (4, 4), f4, "1MiB") == ((5, 5), (4,))
     assert block_chunks("64B", (64,), (4,), f4, "1MiB") == ((16, 16, 16, 16),)
     assert block_chunks("auto", (64,), (4,), f4, "64B") == ((16, 16, 16, 16),)
+
+
+def test_direct_offsets_mark_whole_contiguous_chunks():
+    from zarr_dask_gpu.plan import direct_offsets
+
+    # rows of whole-width chunks: every interior chunk is one run of the block
+    pieces = block_pieces((4, 0), (12, 6), (2, 6))
+    assert direct_offsets(pieces, (8, 6), (2, 6), 4).tolist() == [0, 48, 96, 144]
+    # a block that cuts chunks, and chunks narrower than the block: nothing runs contiguously
+    assert (direct_offsets(block_pieces((1, 0), (5, 6), (2, 6)), (4, 6), (2, 6), 4) == [-1, 24, -1]).all()
+    assert (direct_offsets(block_pieces((0, 0), (2, 6), (2, 3)), (2, 6), (2, 3), 4) == -1).all()
+    # one row of chunks along the last axis, and single-element leading axes (3-d)
+    assert direct_offsets(block_pieces((0, 0), (1, 6), (1, 3)), (1, 6), (1, 3), 8).tolist() == [0, 24]
+    got = direct_offsets(block_pieces((0, 0, 0), (2, 2, 5), (1, 2, 5)), (2, 2, 5), (1, 2, 5), 2)
+    assert got.tolist() == [0, 20]
+    # a partial edge chunk (the array ends inside it) is never decoded in place
+    assert direct_offsets(block_pieces((0, 0), (3, 4), (2, 4)), (3, 4), (2, 4), 1).tolist() == [0, -1]
+
+
+def test_direct_offsets_agree_with_numpy_layout():
+    from zarr_dask_gpu.plan import direct_offsets
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        nd = int(rng.integers(1, 4))
+        chunks = tuple(int(c) for c in rng.integers(1, 4, nd))
+        start = tuple(int(s) for s in rng.integers(0, 5, nd))
+        stop = tuple(a + int(n) for a, n in zip(start, rng.integers(1, 7, nd), strict=True))
+        block = tuple(b - a for a, b in zip(start, stop, strict=True))
+        pieces = block_pieces(start, stop, chunks)
+        flat = np.arange(int(np.prod(block))).reshape(block)
+        for p, off in zip(pieces, direct_offsets(pieces, block, chunks, 1), strict=True):
+            region = flat[p.block_sel].ravel()
+            if off >= 0:  # the whole chunk, as one run starting there
+                assert region.size == np.prod(chunks)
+                assert region.tolist() == list(range(off, off + region.size))
+            else:  # and every such run is found
+                assert not (region.size == np.prod(chunks) and (np.diff(region) == 1).all())

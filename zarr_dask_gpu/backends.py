@@ -5,6 +5,7 @@ assembles them. The GPU backend lives in ``gpu/`` and is imported only when aske
 """
 
 import contextlib
+import enum
 import functools
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +21,14 @@ from .plan import ChunkPiece
 from .storage import locate
 
 
+class Slot(enum.Enum):
+    PLACED = "placed"
+    """A chunk decoded straight into the block (``Backend.decode``'s ``out``)."""
+
+
+PLACED = Slot.PLACED
+
+
 class Backend(Protocol):
     """Reads and decodes the chunks of a block into arrays that live where the backend says."""
 
@@ -30,8 +39,13 @@ class Backend(Protocol):
         """Held while a task decodes and assembles (the GPU backend's CUDA stream)."""
         ...
 
-    def decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece]) -> list[Any | None]:
-        """Each piece's whole chunk as an array of the chunk's shape, or None if it is missing.
+    def decode(
+        self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: Any, direct: np.ndarray
+    ) -> list[Any | None]:
+        """Each piece's whole chunk as an array of the chunk's shape, None if it is missing, or
+        ``PLACED`` if it was decoded straight into ``out`` (the C-order block, of this backend's
+        array module) at byte offset ``direct[i]``. Only pieces with ``direct[i] >= 0`` may be
+        placed; a backend places any of them or none.
 
         Raises
         ------
@@ -50,7 +64,9 @@ class CpuBackend:
     def context(self) -> Iterator[None]:
         yield
 
-    def decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece]) -> list[np.ndarray | None]:
+    def decode(
+        self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: np.ndarray, direct: np.ndarray
+    ) -> list[np.ndarray | None]:
         staged = host_reader(info).read(locate(info, [p.coords for p in pieces]))
         view = memoryview(staged.buffer)
 

@@ -17,6 +17,10 @@ DEFAULTS: dict[str, Any] = {
     "cpu-threads": 0,
     # kvikio IO threads per process on the GPU path; 0 means os.cpu_count()
     "kvikio-threads": 0,
+    # merge the decodes of concurrent tasks into one nvCOMP call (gpu/batcher.py) ...
+    "decode-batching": True,
+    # ... issued round-robin on this many CUDA streams, so that merged calls overlap too
+    "decode-streams": 4,
     # transient IO errors (EIO, EAGAIN, a short read) are retried this often, backing off from the delay
     "io-retries": 3,
     "io-retry-delay": 0.05,

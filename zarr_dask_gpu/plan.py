@@ -44,6 +44,25 @@ def block_pieces(start: tuple[int, ...], stop: tuple[int, ...], chunks: tuple[in
     ]
 
 
+def direct_offsets(
+    pieces: list[ChunkPiece], block: tuple[int, ...], chunks: tuple[int, ...], itemsize: int
+) -> np.ndarray:
+    """For each piece, the byte offset in a C-order ``block`` where its whole chunk lies as one
+    contiguous run, so that it can be decoded straight there; -1 where it cannot (a partial chunk,
+    or rows of a chunk that the block's layout separates)."""
+    out = np.full(len(pieces), -1, dtype=np.int64)
+    strides = [int(np.prod(block[d + 1 :], dtype=np.int64)) * itemsize for d in range(len(block))]
+    for i, p in enumerate(pieces):
+        extents = [s.stop - s.start for s in p.block_sel]
+        if any(s.start != 0 or s.stop != c for s, c in zip(p.chunk_sel, chunks, strict=True)):
+            continue
+        # contiguous: ones, then one axis of any extent, then whole axes of the block
+        k = next((d for d, e in enumerate(extents) if e > 1), len(extents))
+        if all(extents[d] == block[d] for d in range(k + 1, len(block))):
+            out[i] = sum(s.start * st for s, st in zip(p.block_sel, strides, strict=True))
+    return out
+
+
 def block_chunks(
     chunks: object,
     shape: tuple[int, ...],

@@ -4,11 +4,11 @@ from typing import Any
 
 import numpy as np
 
-from .backends import get_backend
+from .backends import PLACED, get_backend
 from .device import Device
 from .errors import BlockMemoryError, MissingChunkError
 from .metadata import ArrayInfo
-from .plan import block_pieces
+from .plan import block_pieces, direct_offsets
 
 
 def read_region(
@@ -34,20 +34,22 @@ def _read_region(
     xp = backend.xp
     shape = tuple(b - a for a, b in zip(start, stop, strict=True))
     pieces = block_pieces(start, stop, info.chunks)
+    if not pieces:
+        return xp.full(shape, info.fill_value, dtype=info.dtype)
+    direct = direct_offsets(pieces, shape, info.chunks, info.dtype.itemsize)
     with backend.context():
-        chunks = backend.decode(info, pieces)
+        out = xp.empty(shape, dtype=info.dtype)  # made on the task's stream, decoded into there
+        chunks = backend.decode(info, pieces, out, direct)
         missing = [p for p, c in zip(pieces, chunks, strict=True) if c is None]
         if missing and strict:
             c = missing[0].coords
             raise MissingChunkError(
                 info.location, info.chunk_key(c), info.chunk_label(c) + "chunk is missing"
             )
-        if missing or not pieces:
-            out = xp.full(shape, info.fill_value, dtype=info.dtype)
-        else:
-            out = xp.empty(shape, dtype=info.dtype)
         for piece, chunk in zip(pieces, chunks, strict=True):
-            if chunk is not None:
+            if chunk is None:
+                out[piece.block_sel] = info.fill_value
+            elif chunk is not PLACED:
                 out[piece.block_sel] = chunk[piece.chunk_sel]
         return out
 

@@ -58,6 +58,12 @@ class GpuChain:
     def filter_configs(self) -> list[dict[str, Any]]:
         return [dict(c) for c in self.filters]
 
+    def decodes_in_place(self, dtype: np.dtype) -> bool:
+        """The decompressed bytes are the chunk in C order as they stand, so a chunk can be decoded
+        straight into the block."""
+        swap = self.big_endian and dtype.itemsize > 1
+        return self.compression != "none" and not (self.filters or swap or self.f_order or self.transpose)
+
     def stored_itemsize(self, dtype: np.dtype) -> int:
         """Bytes per element that the compressor saw (after the filters)."""
         return encoded_itemsize(self.filter_configs(), dtype) if self.filters else dtype.itemsize

@@ -12,6 +12,7 @@ import numpy as np
 from nvidia import nvcomp
 
 from .. import config
+from ..backends import PLACED, Slot
 from ..codecs import filters, headers
 from ..codecs.chain import GpuChain, swap_unit
 from ..errors import ChunkDecodeError
@@ -20,17 +21,20 @@ from ..metadata import ArrayInfo
 from ..plan import ChunkPiece
 from ..storage import locate
 from . import blosc, setup, validate
+from .batcher import Batcher, Job
 from .reader import KvikioReader
 
 _ALGORITHMS = {"zstd": "Zstd", "gzip": "Gzip", "zlib": "Deflate", "lz4": "LZ4"}  # blosc streams too
 _ALIGN = 16  # nvCOMP wants aligned inputs (Gzip/Deflate: 4 bytes); 16 covers every algorithm
 _OUT_ALIGN = 256
 _lock = threading.Lock()
-# per thread: a CUDA stream and nvCOMP codecs (a Codec is not thread-safe). Kept in one registry,
-# not thread-locals, so that they are released at exit while CUDA is still up.
+# per thread: a CUDA stream; per stream: nvCOMP codecs (a Codec is bound to one stream and is not
+# thread-safe; each stream is used by one thread). Kept in one registry, not thread-locals, so that
+# they are released at exit while CUDA is still up.
 _streams: dict[int, cp.cuda.Stream] = {}
 _codecs: dict[tuple[int, str], nvcomp.Codec] = {}
 _configs: dict[tuple[int, str, bytes], object] = {}
+_batcher: list[Batcher] = []  # the process's dispatcher of merged decodes, made on first use
 
 
 @atexit.register
@@ -41,6 +45,7 @@ def _release() -> None:
         _configs.clear()
         _codecs.clear()
         _streams.clear()
+        _batcher.clear()
 
 
 class GpuBackend:
@@ -74,9 +79,9 @@ class GpuBackend:
         while not done.done:  # poll with the GIL released: other threads keep launching work
             time.sleep(0.0002)
 
-    def _codec(self, compression: str) -> nvcomp.Codec:
-        key = (threading.get_ident(), compression)
-        stream = self._stream()
+    @staticmethod
+    def _codec(compression: str, stream: cp.cuda.Stream) -> nvcomp.Codec:
+        key = (stream.ptr, compression)
         with _lock:  # creation is serialised too: concurrent creation crashed once (docs/design.md)
             if key not in _codecs:
                 _codecs[key] = nvcomp.Codec(
@@ -86,18 +91,47 @@ class GpuBackend:
                 )
             return _codecs[key]
 
-    def _sized_config(self, compression: str, sizes: np.ndarray) -> object:
+    @classmethod
+    def _sized_config(cls, compression: str, sizes: np.ndarray, stream: cp.cuda.Stream) -> object:
         """A decode config with every output size given (from the metadata): decode then never syncs."""
-        key = (threading.get_ident(), compression, sizes.tobytes())
+        key = (stream.ptr, compression, sizes.tobytes())
         if key not in _configs:
-            if len(_configs) > 256:  # blosc batches vary; whole-chunk batches repeat one key
+            if len(_configs) > 256:  # blosc batches vary; whole-chunk batches repeat few keys
                 _configs.clear()
-            codec = self._codec(compression)
+            codec = cls._codec(compression, stream)
             _configs[key] = codec.decompression_config(codec.compression_config(sizes.tolist()))
         return _configs[key]
 
-    def decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece]) -> list[cp.ndarray | None]:
-        """Device arrays of each piece's whole read unit (None where it is missing)."""
+    @classmethod
+    def _batched(cls) -> Batcher:
+        with _lock:
+            if not _batcher:
+                streams = [cp.cuda.Stream(non_blocking=True) for _ in range(config.get("decode-streams"))]
+                _batcher.append(Batcher(cls._launch, streams))
+            return _batcher[0]
+
+    @classmethod
+    def _launch(cls, compression: str, stream: cp.cuda.Stream, jobs: list[Job]) -> None:
+        """One sized nvCOMP decode of the merged ``jobs``, on ``stream`` (the dispatcher's)."""
+        src, dst = [], []
+        for j in jobs:
+            src += nvcomp.as_arrays(
+                _Interface(j.src), j.offsets.tolist(), j.sizes.tolist(), cuda_stream=stream.ptr
+            )
+            dst += nvcomp.as_arrays(
+                _Interface(j.out), j.out_offsets.tolist(), j.out_sizes.tolist(), cuda_stream=stream.ptr
+            )
+        sizes = np.concatenate([j.out_sizes for j in jobs])
+        cls._codec(compression, stream).decode(
+            src, out=dst, decompression_config=cls._sized_config(compression, sizes, stream)
+        )
+
+    def decode(
+        self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: cp.ndarray, direct: np.ndarray
+    ) -> list[cp.ndarray | Slot | None]:
+        """Device arrays of each piece's whole chunk (None where it is missing), or ``PLACED``: when
+        every present chunk can (``direct``, a plain chain, aligned offsets), nvCOMP decodes them
+        straight into the block ``out`` and no scratch of the block's size is needed."""
         chain = info.chain.gpu
         ranges = locate(info, [p.coords for p in pieces])
         if chain is None:  # a chain the GPU cannot decode: zarr-python on the host, then copy
@@ -128,6 +162,7 @@ class GpuBackend:
                 bad_crc = validate.crc32c_mismatches(staged.buffer, offsets, sizes)
                 _raise_first(info, units, [(int(j), "crc32c checksum does not match") for j in bad_crc])
             sizes = sizes - 4
+        placed = False
         if chain.compression == "none":
             _raise_first(
                 info,
@@ -140,8 +175,15 @@ class GpuBackend:
             )
             decoded, starts = _aligned(staged.buffer, offsets, sizes)
         else:
-            starts = np.arange(len(present)) * _round_up(expected, _OUT_ALIGN)
-            decoded = cp.empty(max(len(present) * _round_up(expected, _OUT_ALIGN), 1), dtype=np.uint8)
+            into = direct[present]
+            placed = (
+                chain.decodes_in_place(info.dtype) and (into >= 0).all() and not (into % _OUT_ALIGN).any()
+            )
+            if placed:
+                decoded, starts = out.reshape(-1).view(np.uint8), into
+            else:
+                starts = np.arange(len(present)) * _round_up(expected, _OUT_ALIGN)
+                decoded = cp.empty(max(len(present) * _round_up(expected, _OUT_ALIGN), 1), dtype=np.uint8)
             if chain.compression.startswith("blosc"):
                 inner = chain.compression.removeprefix("blosc-")
                 kind = "lz4-block" if inner == "lz4" else inner  # blosc stores bare lz4 blocks
@@ -159,11 +201,11 @@ class GpuBackend:
                     chain.compression, staged.buffer, offsets, sizes, decoded, starts, out_sizes
                 )
             _raise_first(info, units, bad)
-        out: list[cp.ndarray | None] = [None] * len(pieces)
+        chunks: list[cp.ndarray | Slot | None] = [None] * len(pieces)
         for j, i in enumerate(present):
             lo = int(starts[j])
-            out[i] = _logical_chunk(decoded[lo : lo + expected], info, chain)
-        return out
+            chunks[i] = PLACED if placed else _logical_chunk(decoded[lo : lo + expected], info, chain)
+        return chunks
 
     def _check_and_decode(
         self,
@@ -202,13 +244,20 @@ class GpuBackend:
         """One batched nvCOMP decode into ``out``; the items whose decoded size is wrong, as
         (index, reason). ``sized`` batches (every stated size checked against the metadata) decode
         without a host sync; the others let nvCOMP parse headers, then check the sizes it reports."""
+        if sized and config.get("decode-batching"):
+            self._batched().decode(Job(compression, buffer, offsets, sizes, out, out_offsets, out_sizes))
+            return []
         n = len(offsets)
-        stream = self._stream().ptr
-        codec = self._codec(compression)
-        src = nvcomp.as_arrays(_Interface(buffer), offsets.tolist(), sizes.tolist(), cuda_stream=stream)
-        dst = nvcomp.as_arrays(_Interface(out), out_offsets.tolist(), out_sizes.tolist(), cuda_stream=stream)
+        stream = self._stream()
+        codec = self._codec(compression, stream)
+        src = nvcomp.as_arrays(_Interface(buffer), offsets.tolist(), sizes.tolist(), cuda_stream=stream.ptr)
+        dst = nvcomp.as_arrays(
+            _Interface(out), out_offsets.tolist(), out_sizes.tolist(), cuda_stream=stream.ptr
+        )
         if sized:
-            codec.decode(src, out=dst, decompression_config=self._sized_config(compression, out_sizes))
+            codec.decode(
+                src, out=dst, decompression_config=self._sized_config(compression, out_sizes, stream)
+            )
             return []
         try:
             got = codec.decode(src, out=dst).buffer_sizes
