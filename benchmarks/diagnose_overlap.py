@@ -18,6 +18,7 @@ from zarr_dask_gpu.gpu.backend import GpuBackend
 from zarr_dask_gpu.gpu.batcher import Job
 from zarr_dask_gpu.metadata import open_array_info
 from zarr_dask_gpu.plan import block_pieces
+from zarr_dask_gpu.storage import locate
 from zarr_dask_gpu.task import read_region
 
 
@@ -33,7 +34,7 @@ def main() -> None:
         ((r, 0), (min(r + args.rows_per_block, rows), cols)) for r in range(0, rows, args.rows_per_block)
     ]
     blocks = [block_pieces(a, b, info.chunks) for a, b in boxes]
-    paths = [[info.chunk_path(q.coords) for q in b] for b in blocks]
+    paths = [locate(info, [q.coords for q in b]) for b in blocks]
     expected = int(np.prod(info.chunks)) * info.dtype.itemsize
     staged = [be._reader.read(ps, align=16) for ps in paths]
 

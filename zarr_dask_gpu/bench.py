@@ -236,6 +236,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     from .gpu.backend import GpuBackend
     from .metadata import open_array_info
     from .plan import block_pieces, direct_offsets
+    from .storage import locate
 
     info, backend = open_array_info(args.path), GpuBackend()
     stop = tuple(c[0] for c in x.chunks)
@@ -251,7 +252,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     one_decode()  # warm: kernel compile, codec and stream creation
     for _ in range(2):
         t0 = time.perf_counter()
-        backend._reader.read([info.chunk_path(p.coords) for p in pieces], align=16)
+        backend._reader.read(locate(info, [p.coords for p in pieces]), align=16)
         t_read = time.perf_counter() - t0
         t0 = time.perf_counter()
         one_decode()

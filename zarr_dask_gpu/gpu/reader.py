@@ -36,22 +36,24 @@ class KvikioReader:
 
     @staticmethod
     def _read_window(reads: Sequence[Read], starts: Sequence[int], window: range, buf: cp.ndarray) -> None:
-        inflight = []
+        files: list[kvikio.CuFile] = []
+        futures: list[kvikio.IOFuture | None] = []
         try:
             for k in window:
                 rd = reads[k]
                 with _open_lock:
-                    f = kvikio.CuFile(rd.path, "r")
-                inflight.append((rd, f, f.pread(buf[starts[k] : starts[k] + rd.size], rd.size, rd.offset)))
-            for rd, _, fut in inflight:
-                got = fut.get()
+                    files.append(kvikio.CuFile(rd.path, "r"))
+                futures.append(files[-1].pread(buf[starts[k] : starts[k] + rd.size], rd.size, rd.offset))
+            for i, k in enumerate(window):
+                fut, futures[i] = futures[i], None  # a future can be got once
+                got, rd = fut.get(), reads[k]
                 if got != rd.size:
                     raise OSError(
                         errno.EIO, f"short read of {rd.path}: {got} of {rd.size} bytes at {rd.offset}"
                     )
         finally:  # on an error, reads still in flight finish before their files close
-            for _, f, fut in inflight:
-                if not fut.done():
-                    with contextlib.suppress(Exception):
-                        fut.get()
+            for fut in filter(None, futures):
+                with contextlib.suppress(Exception):
+                    fut.get()
+            for f in files:
                 f.close()
