@@ -113,14 +113,10 @@ class GpuBackend:
     @classmethod
     def _launch(cls, compression: str, stream: cp.cuda.Stream, jobs: list[Job]) -> None:
         """One sized nvCOMP decode of the merged ``jobs``, on ``stream`` (the dispatcher's)."""
-        src, dst = [], []
-        for j in jobs:
-            src += nvcomp.as_arrays(
-                _Interface(j.src), j.offsets.tolist(), j.sizes.tolist(), cuda_stream=stream.ptr
-            )
-            dst += nvcomp.as_arrays(
-                _Interface(j.out), j.out_offsets.tolist(), j.out_sizes.tolist(), cuda_stream=stream.ptr
-            )
+        src = _carve([j.src for j in jobs], [j.offsets for j in jobs], [j.sizes for j in jobs], stream)
+        dst = _carve(
+            [j.out for j in jobs], [j.out_offsets for j in jobs], [j.out_sizes for j in jobs], stream
+        )
         sizes = np.concatenate([j.out_sizes for j in jobs])
         cls._codec(compression, stream).decode(
             src, out=dst, decompression_config=cls._sized_config(compression, sizes, stream)
@@ -250,10 +246,8 @@ class GpuBackend:
         n = len(offsets)
         stream = self._stream()
         codec = self._codec(compression, stream)
-        src = nvcomp.as_arrays(_Interface(buffer), offsets.tolist(), sizes.tolist(), cuda_stream=stream.ptr)
-        dst = nvcomp.as_arrays(
-            _Interface(out), out_offsets.tolist(), out_sizes.tolist(), cuda_stream=stream.ptr
-        )
+        src = _carve([buffer], [offsets], [sizes], stream)
+        dst = _carve([out], [out_offsets], [out_sizes], stream)
         if sized:
             codec.decode(
                 src, out=dst, decompression_config=self._sized_config(compression, out_sizes, stream)
@@ -275,22 +269,39 @@ class GpuBackend:
 
 
 class _Interface:
-    """A device buffer as ``__cuda_array_interface__`` version 2, which has no ``stream`` entry.
+    """Device memory as ``__cuda_array_interface__`` version 2, which has no ``stream`` entry.
 
     Given cupy's (version 3, naming the current stream), ``nvcomp.as_arrays`` synchronises with that
     stream, holding the GIL, and tasks on other threads stall (H200 diagnosis, docs/performance.md:
-    16 decodes from 8 threads 1.0-1.1 s with cupy arrays, 0.77 s with this). The decode runs on the
-    same stream as the work that produced the buffer, so no synchronisation is needed.
+    16 decodes from 8 threads 1.0-1.1 s with cupy arrays, 0.77 s with this). The decode is ordered
+    after the work that produced the buffers by its stream, so no synchronisation is needed.
     """
 
-    def __init__(self, array: cp.ndarray) -> None:
-        self.array = array  # keeps the memory alive while nvCOMP's views exist
+    def __init__(self, ptr: int, nbytes: int, keep: object) -> None:
+        self.keep = keep  # keeps the memory alive while nvCOMP's views exist
         self.__cuda_array_interface__ = {
-            "shape": (array.nbytes,),
+            "shape": (nbytes,),
             "typestr": "|u1",
-            "data": (array.data.ptr, False),
+            "data": (ptr, False),
             "version": 2,
         }
+
+
+def _carve(
+    buffers: list[cp.ndarray], offsets: list[np.ndarray], sizes: list[np.ndarray], stream: cp.cuda.Stream
+) -> object:
+    """One nvCOMP batch of the entries of several device buffers.
+
+    nvCOMP carves a batch out of one buffer by an offset table; entries of several buffers (a merged
+    batch) are carved out of the address range that spans them all (one device address space), by
+    offsets from its lowest address. nvCOMP touches only the entries.
+    """
+    ptrs = [b.data.ptr for b in buffers]
+    base = min(ptrs)
+    end = max(p + b.nbytes for p, b in zip(ptrs, buffers, strict=True))
+    span = _Interface(base, end - base, buffers)
+    table = np.concatenate([o + (p - base) for o, p in zip(offsets, ptrs, strict=True)])
+    return nvcomp.as_arrays(span, table.tolist(), np.concatenate(sizes).tolist(), cuda_stream=stream.ptr)
 
 
 def _raise_first(info: ArrayInfo, units: list[tuple[int, ...]], bad: list[tuple[int, str]]) -> None:
