@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import zarr
+from distributed import wait
 
 from zarr_dask_gpu import from_zarr_gpu
 from zarr_dask_gpu.cluster import connect, local_cluster
@@ -20,10 +21,11 @@ def test_one_worker_per_gpu_keeps_cupy_blocks(tmp_path):
     with local_cluster("gpu", threads_per_worker=4) as cluster, connect(cluster) as client:
         assert len(client.scheduler_info()["workers"]) == cupy.cuda.runtime.getDeviceCount()
         x = from_zarr_gpu(tmp_path / "a.zarr", chunks=(64, 2048), device="gpu").persist()
+        wait(x)  # persist returns at once on a distributed client
         kinds = client.run(
             lambda dask_worker: sorted({type(v).__module__.split(".")[0] for v in dask_worker.data.values()})
         )
-        assert all(k == ["cupy"] for k in kinds.values())
+        assert all(k == ["cupy"] for k in kinds.values()), kinds
         np.testing.assert_array_equal(x.map_blocks(lambda b: b.get()).compute(), a[...])
 
 

@@ -456,6 +456,6 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         "dask": dask.__version__,
         "zarr": zarr.__version__,
         "cpus": os.cpu_count(),
-        "args": vars(args),
+        "args": {k: v for k, v in vars(args).items() if k != "func"},
     }
     return {"results": results, "meta": meta}

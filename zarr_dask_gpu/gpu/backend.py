@@ -88,6 +88,7 @@ class GpuBackend:
                     algorithm=_ALGORITHMS[compression],
                     bitstream_kind=nvcomp.BitstreamKind.RAW,
                     cuda_stream=stream.ptr,
+                    execution_policy=getattr(nvcomp.ExecutionPolicy, config.get("nvcomp-policy").upper()),
                 )
             return _codecs[key]
 
