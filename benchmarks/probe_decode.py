@@ -1,6 +1,7 @@
 """Probe: what makes nvCOMP zstd decodes of dataset A's chunks fast, and do decodes from many threads
-overlap? nvCOMP's execution policy (CONCURRENCY, the default, or LATENCY) x its scratch allocator
-(nvCOMP's own, or cupy's pool), each case in a subprocess (the allocator is per process).
+overlap? nvCOMP's execution policy (CONCURRENCY, the default, or LATENCY), its scratch allocator
+(nvCOMP's own, or cupy's pool), and how buffers are handed to nvcomp.as_arrays (cupy arrays, bare
+__cuda_array_interface__ v2, v3 naming an idle stream), each case in a subprocess.
 
 Run on the GPU host: python3 benchmarks/probe_decode.py [--path /tmp/bench-a.zarr]
 """
@@ -13,7 +14,7 @@ import time
 from pathlib import Path
 
 
-def case(path: str, policy: str, allocator: str, mode: str) -> None:
+def case(path: str, policy: str, allocator: str, mode: str, iface: str = "cupy") -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     import cupy as cp
@@ -41,15 +42,31 @@ def case(path: str, policy: str, allocator: str, mode: str) -> None:
         for s in streams
     ]
 
+    idle = cp.cuda.Stream(non_blocking=True)
+    configs: dict[int, object] = {}
+
+    class Wrapped:  # a bare __cuda_array_interface__: v2 (no stream), or v3 naming an idle stream
+        def __init__(self, a: cp.ndarray, version: int) -> None:
+            self.a = a
+            cai = {"shape": (a.nbytes,), "typestr": "|u1", "data": (a.data.ptr, False), "version": version}
+            self.__cuda_array_interface__ = cai | ({"stream": idle.ptr} if version == 3 else {})
+
+    def wrap(a: cp.ndarray) -> object:
+        return Wrapped(a, 2) if iface == "v2" else Wrapped(a, 3) if iface == "v3-idle" else a
+
     def one(k: int) -> None:
         g, s = groups[k], streams[k]
         with s:
             out = cp.empty(len(g) * out_size, np.uint8)
-            src = nvcomp.as_arrays(comp, [int(offs[i]) for i in g], [sizes[i] for i in g], cuda_stream=s.ptr)
-            dst = nvcomp.as_arrays(
-                out, [j * out_size for j in range(len(g))], [out_size] * len(g), cuda_stream=s.ptr
+            src = nvcomp.as_arrays(
+                wrap(comp), [int(offs[i]) for i in g], [sizes[i] for i in g], cuda_stream=s.ptr
             )
-            cfg = codecs[k].decompression_config(codecs[k].compression_config([out_size] * len(g)))
+            dst = nvcomp.as_arrays(
+                wrap(out), [j * out_size for j in range(len(g))], [out_size] * len(g), cuda_stream=s.ptr
+            )
+            if iface != "reused-config" or k not in configs:
+                configs[k] = codecs[k].decompression_config(codecs[k].compression_config([out_size] * len(g)))
+            cfg = configs[k]
             codecs[k].decode(src, out=dst, decompression_config=cfg)
             ev = s.record()
             while not ev.done:
@@ -68,7 +85,8 @@ def case(path: str, policy: str, allocator: str, mode: str) -> None:
     used = (free0 - cp.cuda.runtime.memGetInfo()[0]) / 2**30
     nbytes = sum(len(groups[k]) for k in todo) * out_size
     print(
-        f"{policy:11s} {allocator:6s} {mode:18s} {len(todo):2d} calls x {len(groups[todo[0]]):3d} chunks: "
+        f"{policy:11s} {allocator:6s} {mode:18s} {iface:13s} "
+        f"{len(todo):2d} calls x {len(groups[todo[0]]):3d} chunks: "
         f"{dt * 1e3:7.1f} ms {nbytes / dt / 1e9:6.2f} GB/s, device memory +{used:.1f} GiB",
         flush=True,
     )
@@ -78,7 +96,7 @@ def case(path: str, policy: str, allocator: str, mode: str) -> None:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--path", default="/tmp/bench-a.zarr")
-    p.add_argument("--case", nargs=3)
+    p.add_argument("--case", nargs=4)
     args = p.parse_args()
     if args.case:
         return case(args.path, *args.case)
@@ -86,15 +104,15 @@ def main() -> None:
         from zarr_dask_gpu.sample import write_sample
 
         write_sample(args.path, 4 << 30, 8 << 20)
-    for mode in ("one-group", "all", "groups-1-thread", "groups-16-threads"):
-        for policy in ("CONCURRENCY", "LATENCY"):
-            for allocator in ("nvcomp", "cupy") if mode.startswith("groups") else ("nvcomp",):
-                cmd = [sys.executable, __file__, "--path", args.path, "--case", policy, allocator, mode]
-                r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-                print(
-                    r.stdout.strip() or f"{policy} {allocator} {mode}: rc {r.returncode} {r.stderr[-300:]}",
-                    flush=True,
-                )
+    cases = [("CONCURRENCY", "nvcomp", m, "cupy") for m in ("one-group", "all", "groups-16-threads")]
+    cases += [
+        ("LATENCY", "nvcomp", "groups-16-threads", i) for i in ("cupy", "v2", "v3-idle", "reused-config")
+    ]
+    cases += [("LATENCY", "nvcomp", "all", "v3-idle")]
+    for c in cases:
+        cmd = [sys.executable, __file__, "--path", args.path, "--case", *c]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        print(r.stdout.strip() or f"{c}: rc {r.returncode} {r.stderr[-300:]}", flush=True)
 
 
 if __name__ == "__main__":

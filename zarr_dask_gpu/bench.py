@@ -23,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--path", default="/tmp/bench-a.zarr", help="the sample store (written if absent)")
     p.add_argument("--gib", type=float, default=4.0, help="its size (GPU); the CPU run uses an eighth")
     p.add_argument("--chunk-mib", type=int, default=8)
-    p.add_argument("--threads", type=int, default=8, help="dask threads per worker (GPU)")
+    p.add_argument("--threads", type=int, default=16, help="dask threads per worker (GPU)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--device", default="auto", choices=["auto", "gpu", "cpu"])
     p.add_argument("--json", default=None, help="write the results here")
@@ -280,7 +280,12 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
 
     ours()  # warm-up: kernels, codecs, streams
     row(f"from_zarr_gpu().persist(), in-process, {args.threads} threads", timed(ours, args.repeat))
-    for threads in (1, 4, 16):
+    # the techniques, each switched off in turn (docs/performance.md)
+    for key, value in (("decode-batching", False), ("nvcomp-policy", "concurrency")):
+        with dask.config.set({f"zarr_dask_gpu.{key}": value}):
+            ours()
+            row(f"from_zarr_gpu().persist(), {args.threads} threads, {key}={value}", timed(ours, 2))
+    for threads in (1, 4, 8):
 
         def ours_n(n: int = threads) -> None:
             y = x.persist(scheduler="threads", num_workers=n)

@@ -21,8 +21,8 @@ DEFAULTS: dict[str, Any] = {
     "decode-batching": True,
     # ... issued round-robin on this many CUDA streams, so that merged calls overlap too
     "decode-streams": 4,
-    # nvCOMP's execution policy: "concurrency" (its default) or "latency"
-    "nvcomp-policy": "concurrency",
+    # nvCOMP's execution policy: "latency" or "concurrency" (nvCOMP's default)
+    "nvcomp-policy": "latency",
     # transient IO errors (EIO, EAGAIN, a short read) are retried this often, backing off from the delay
     "io-retries": 3,
     "io-retry-delay": 0.05,

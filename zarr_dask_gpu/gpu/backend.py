@@ -32,9 +32,10 @@ _lock = threading.Lock()
 # thread-safe; each stream is used by one thread). Kept in one registry, not thread-locals, so that
 # they are released at exit while CUDA is still up.
 _streams: dict[int, cp.cuda.Stream] = {}
-_codecs: dict[tuple[int, str], nvcomp.Codec] = {}
-_configs: dict[tuple[int, str, bytes], object] = {}
+_codecs: dict[tuple[int, str, str], nvcomp.Codec] = {}
+_configs: dict[tuple[int, str, str, bytes], object] = {}
 _batcher: list[Batcher] = []  # the process's dispatcher of merged decodes, made on first use
+_idle: list[cp.cuda.Stream] = []  # the stream that buffers handed to nvCOMP name (_Interface)
 
 
 @atexit.register
@@ -46,6 +47,7 @@ def _release() -> None:
         _codecs.clear()
         _streams.clear()
         _batcher.clear()
+        _idle.clear()
 
 
 class GpuBackend:
@@ -81,21 +83,22 @@ class GpuBackend:
 
     @staticmethod
     def _codec(compression: str, stream: cp.cuda.Stream) -> nvcomp.Codec:
-        key = (stream.ptr, compression)
+        policy = config.get("nvcomp-policy")
+        key = (stream.ptr, compression, policy)
         with _lock:  # creation is serialised too: concurrent creation crashed once (docs/design.md)
             if key not in _codecs:
                 _codecs[key] = nvcomp.Codec(
                     algorithm=_ALGORITHMS[compression],
                     bitstream_kind=nvcomp.BitstreamKind.RAW,
                     cuda_stream=stream.ptr,
-                    execution_policy=getattr(nvcomp.ExecutionPolicy, config.get("nvcomp-policy").upper()),
+                    execution_policy=getattr(nvcomp.ExecutionPolicy, policy.upper()),
                 )
             return _codecs[key]
 
     @classmethod
     def _sized_config(cls, compression: str, sizes: np.ndarray, stream: cp.cuda.Stream) -> object:
         """A decode config with every output size given (from the metadata): decode then never syncs."""
-        key = (stream.ptr, compression, sizes.tobytes())
+        key = (stream.ptr, compression, config.get("nvcomp-policy"), sizes.tobytes())
         if key not in _configs:
             if len(_configs) > 256:  # blosc batches vary; whole-chunk batches repeat few keys
                 _configs.clear()
@@ -270,12 +273,12 @@ class GpuBackend:
 
 
 class _Interface:
-    """Device memory as ``__cuda_array_interface__`` version 2, which has no ``stream`` entry.
+    """Device memory as a ``__cuda_array_interface__`` (version 3) that names an idle stream.
 
-    Given cupy's (version 3, naming the current stream), ``nvcomp.as_arrays`` synchronises with that
-    stream, holding the GIL, and tasks on other threads stall (H200 diagnosis, docs/performance.md:
-    16 decodes from 8 threads 1.0-1.1 s with cupy arrays, 0.77 s with this). The decode is ordered
-    after the work that produced the buffers by its stream, so no synchronisation is needed.
+    ``nvcomp.as_arrays`` synchronises with the stream an interface names. cupy's name the current
+    stream; a bare version 2 one (no stream) made every decode wait for all others (H200,
+    docs/performance.md). The decode is ordered after the work that produced the buffers by its own
+    stream, so naming a stream with no work on it makes that synchronisation free.
     """
 
     def __init__(self, ptr: int, nbytes: int, keep: object) -> None:
@@ -284,8 +287,16 @@ class _Interface:
             "shape": (nbytes,),
             "typestr": "|u1",
             "data": (ptr, False),
-            "version": 2,
+            "version": 3,
+            "stream": _idle_stream().ptr,
         }
+
+
+def _idle_stream() -> cp.cuda.Stream:
+    with _lock:
+        if not _idle:
+            _idle.append(cp.cuda.Stream(non_blocking=True))  # never given work
+        return _idle[0]
 
 
 def _carve(
