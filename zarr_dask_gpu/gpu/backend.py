@@ -117,10 +117,8 @@ class GpuBackend:
     @classmethod
     def _launch(cls, compression: str, stream: cp.cuda.Stream, jobs: list[Job]) -> None:
         """One sized nvCOMP decode of the merged ``jobs``, on ``stream`` (the dispatcher's)."""
-        src = _carve([j.src for j in jobs], [j.offsets for j in jobs], [j.sizes for j in jobs], stream)
-        dst = _carve(
-            [j.out for j in jobs], [j.out_offsets for j in jobs], [j.out_sizes for j in jobs], stream
-        )
+        src = _carve([j.src for j in jobs], [j.offsets for j in jobs], [j.sizes for j in jobs])
+        dst = _carve([j.out for j in jobs], [j.out_offsets for j in jobs], [j.out_sizes for j in jobs])
         sizes = np.concatenate([j.out_sizes for j in jobs])
         cls._codec(compression, stream).decode(
             src, out=dst, decompression_config=cls._sized_config(compression, sizes, stream)
@@ -250,15 +248,17 @@ class GpuBackend:
         n = len(offsets)
         stream = self._stream()
         codec = self._codec(compression, stream)
-        src = _carve([buffer], [offsets], [sizes], stream)
-        dst = _carve([out], [out_offsets], [out_sizes], stream)
+        src = _carve([buffer], [offsets], [sizes])
+        dst = _carve([out], [out_offsets], [out_sizes])
         if sized:
             codec.decode(
                 src, out=dst, decompression_config=self._sized_config(compression, out_sizes, stream)
             )
             return []
         try:
-            got = codec.decode(src, out=dst).buffer_sizes
+            result = codec.decode(src, out=dst)
+            stream.synchronize()  # the batches name the idle stream: wait for the decode's own
+            got = result.buffer_sizes
         except ValueError as e:  # nvCOMP's own size check: "Output array 3 capacity ... too small"
             m = re.search(r"Output array (\d+)", str(e))
             return [
@@ -299,9 +299,7 @@ def _idle_stream() -> cp.cuda.Stream:
         return _idle[0]
 
 
-def _carve(
-    buffers: list[cp.ndarray], offsets: list[np.ndarray], sizes: list[np.ndarray], stream: cp.cuda.Stream
-) -> object:
+def _carve(buffers: list[cp.ndarray], offsets: list[np.ndarray], sizes: list[np.ndarray]) -> object:
     """One nvCOMP batch of the entries of several device buffers.
 
     nvCOMP carves a batch out of one buffer by an offset table; entries of several buffers (a merged
@@ -313,7 +311,13 @@ def _carve(
     end = max(p + b.nbytes for p, b in zip(ptrs, buffers, strict=True))
     span = _Interface(base, end - base, buffers)
     table = np.concatenate([o + (p - base) for o, p in zip(offsets, ptrs, strict=True)])
-    return nvcomp.as_arrays(span, table.tolist(), np.concatenate(sizes).tolist(), cuda_stream=stream.ptr)
+    # the batch is tied to the idle stream too: a batch synchronises with its stream when it is
+    # dropped, holding the GIL, so one tied to the decode's stream and dropped right after the launch
+    # made every task wait for its decode with the GIL held (H200: 16 x 32-chunk decodes from 16
+    # threads 2.0 s, serial; probe_bisect.py). The decode runs on its codec's stream all the same.
+    return nvcomp.as_arrays(
+        span, table.tolist(), np.concatenate(sizes).tolist(), cuda_stream=_idle_stream().ptr
+    )
 
 
 def _raise_first(info: ArrayInfo, units: list[tuple[int, ...]], bad: list[tuple[int, str]]) -> None:
