@@ -14,7 +14,9 @@ import time
 CASES = {
     "probe": "streams and codecs made up front, one shared source buffer",
     "backend-streams": "streams and codecs from GpuBackend, made on the worker threads",
-    "backend-nvcomp": "GpuBackend._nvcomp (carved batches, cached configs), buffers from cp.asarray",
+    "cached-config": "as backend-streams, with one decode config per thread, reused",
+    "idle-iface": "as backend-streams, buffers as a CAI v3 naming an idle stream, batches tied to it",
+    "backend-nvcomp": "GpuBackend._nvcomp, buffers from cp.asarray",
     "kvikio-staged": "as probe, after GpuBackend() and kvikio reads of the chunks",
     "backend-nvcomp-kvikio": "GpuBackend._nvcomp on buffers read by kvikio (diagnose_overlap's row)",
 }
@@ -74,6 +76,19 @@ def case(path: str, name: str) -> None:
 
         be = GpuBackend()
 
+    idle, cached = cp.cuda.Stream(non_blocking=True), {}
+
+    class Wrapped:
+        def __init__(self, a: cp.ndarray) -> None:
+            self.a = a
+            self.__cuda_array_interface__ = {
+                "shape": (a.nbytes,),
+                "typestr": "|u1",
+                "data": (a.data.ptr, False),
+                "version": 3,
+                "stream": idle.ptr,
+            }
+
     def one(k: int) -> None:
         starts, outs = np.arange(n) * expected, np.full(n, expected)
         if name in ("probe", "kvikio-staged"):
@@ -90,13 +105,17 @@ def case(path: str, name: str) -> None:
             return
         with be.context():
             out = cp.empty(n * expected, np.uint8)
-            if name == "backend-streams":
+            if name in ("backend-streams", "cached-config", "idle-iface"):
                 s = be._stream()
                 codec = be._codec("zstd", s)
-                src = nvcomp.as_arrays(bufs[k], offs[k].tolist(), sizes[k].tolist(), cuda_stream=s.ptr)
-                dst = nvcomp.as_arrays(out, starts.tolist(), outs.tolist(), cuda_stream=s.ptr)
-                cfg = codec.decompression_config(codec.compression_config(outs.tolist()))
-                codec.decode(src, out=dst, decompression_config=cfg)
+                a, b, tied = bufs[k], out, s
+                if name == "idle-iface":
+                    a, b, tied = Wrapped(a), Wrapped(b), idle
+                src = nvcomp.as_arrays(a, offs[k].tolist(), sizes[k].tolist(), cuda_stream=tied.ptr)
+                dst = nvcomp.as_arrays(b, starts.tolist(), outs.tolist(), cuda_stream=tied.ptr)
+                if name != "cached-config" or s.ptr not in cached:
+                    cached[s.ptr] = codec.decompression_config(codec.compression_config(outs.tolist()))
+                codec.decode(src, out=dst, decompression_config=cached[s.ptr])
             else:
                 be._nvcomp("zstd", bufs[k], offs[k], sizes[k], out, starts, outs, True)
 

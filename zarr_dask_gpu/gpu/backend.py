@@ -33,9 +33,7 @@ _lock = threading.Lock()
 # they are released at exit while CUDA is still up.
 _streams: dict[int, cp.cuda.Stream] = {}
 _codecs: dict[tuple[int, str, str], nvcomp.Codec] = {}
-_configs: dict[tuple[int, str, str, bytes], object] = {}
 _batcher: list[Batcher] = []  # the process's dispatcher of merged decodes, made on first use
-_idle: list[cp.cuda.Stream] = []  # the stream that buffers handed to nvCOMP name (_Interface)
 
 
 @atexit.register
@@ -43,11 +41,9 @@ def _release() -> None:
     with _lock:
         if _streams:
             cp.cuda.Device().synchronize()
-        _configs.clear()
         _codecs.clear()
         _streams.clear()
         _batcher.clear()
-        _idle.clear()
 
 
 class GpuBackend:
@@ -96,17 +92,6 @@ class GpuBackend:
             return _codecs[key]
 
     @classmethod
-    def _sized_config(cls, compression: str, sizes: np.ndarray, stream: cp.cuda.Stream) -> object:
-        """A decode config with every output size given (from the metadata): decode then never syncs."""
-        key = (stream.ptr, compression, config.get("nvcomp-policy"), sizes.tobytes())
-        if key not in _configs:
-            if len(_configs) > 256:  # blosc batches vary; whole-chunk batches repeat few keys
-                _configs.clear()
-            codec = cls._codec(compression, stream)
-            _configs[key] = codec.decompression_config(codec.compression_config(sizes.tolist()))
-        return _configs[key]
-
-    @classmethod
     def _batched(cls) -> Batcher:
         with _lock:
             if not _batcher:
@@ -117,11 +102,15 @@ class GpuBackend:
     @classmethod
     def _launch(cls, compression: str, stream: cp.cuda.Stream, jobs: list[Job]) -> None:
         """One sized nvCOMP decode of the merged ``jobs``, on ``stream`` (the dispatcher's)."""
-        src = _carve([j.src for j in jobs], [j.offsets for j in jobs], [j.sizes for j in jobs])
-        dst = _carve([j.out for j in jobs], [j.out_offsets for j in jobs], [j.out_sizes for j in jobs])
-        sizes = np.concatenate([j.out_sizes for j in jobs])
-        cls._codec(compression, stream).decode(
-            src, out=dst, decompression_config=cls._sized_config(compression, sizes, stream)
+        src = _carve([j.src for j in jobs], [j.offsets for j in jobs], [j.sizes for j in jobs], stream)
+        dst = _carve(
+            [j.out for j in jobs], [j.out_offsets for j in jobs], [j.out_sizes for j in jobs], stream
+        )
+        codec = cls._codec(compression, stream)
+        codec.decode(
+            src,
+            out=dst,
+            decompression_config=_sized_config(codec, np.concatenate([j.out_sizes for j in jobs])),
         )
 
     def decode(
@@ -248,17 +237,13 @@ class GpuBackend:
         n = len(offsets)
         stream = self._stream()
         codec = self._codec(compression, stream)
-        src = _carve([buffer], [offsets], [sizes])
-        dst = _carve([out], [out_offsets], [out_sizes])
+        src = _carve([buffer], [offsets], [sizes], stream)
+        dst = _carve([out], [out_offsets], [out_sizes], stream)
         if sized:
-            codec.decode(
-                src, out=dst, decompression_config=self._sized_config(compression, out_sizes, stream)
-            )
+            codec.decode(src, out=dst, decompression_config=_sized_config(codec, out_sizes))
             return []
         try:
-            result = codec.decode(src, out=dst)
-            stream.synchronize()  # the batches name the idle stream: wait for the decode's own
-            got = result.buffer_sizes
+            got = codec.decode(src, out=dst).buffer_sizes
         except ValueError as e:  # nvCOMP's own size check: "Output array 3 capacity ... too small"
             m = re.search(r"Output array (\d+)", str(e))
             return [
@@ -273,13 +258,8 @@ class GpuBackend:
 
 
 class _Interface:
-    """Device memory as a ``__cuda_array_interface__`` (version 3) that names an idle stream.
-
-    ``nvcomp.as_arrays`` synchronises with the stream an interface names. cupy's name the current
-    stream; a bare version 2 one (no stream) made every decode wait for all others (H200,
-    docs/performance.md). The decode is ordered after the work that produced the buffers by its own
-    stream, so naming a stream with no work on it makes that synchronisation free.
-    """
+    """The address range spanning several device buffers, as a ``__cuda_array_interface__`` naming
+    the current stream (the decode's, which the buffers' producers are ordered before)."""
 
     def __init__(self, ptr: int, nbytes: int, keep: object) -> None:
         self.keep = keep  # keeps the memory alive while nvCOMP's views exist
@@ -288,36 +268,34 @@ class _Interface:
             "typestr": "|u1",
             "data": (ptr, False),
             "version": 3,
-            "stream": _idle_stream().ptr,
+            "stream": cp.cuda.get_current_stream().ptr,
         }
 
 
-def _idle_stream() -> cp.cuda.Stream:
-    with _lock:
-        if not _idle:
-            _idle.append(cp.cuda.Stream(non_blocking=True))  # never given work
-        return _idle[0]
+def _carve(
+    buffers: list[cp.ndarray], offsets: list[np.ndarray], sizes: list[np.ndarray], stream: cp.cuda.Stream
+) -> object:
+    """One nvCOMP batch of the entries of several device buffers, for a decode on ``stream``.
 
-
-def _carve(buffers: list[cp.ndarray], offsets: list[np.ndarray], sizes: list[np.ndarray]) -> object:
-    """One nvCOMP batch of the entries of several device buffers.
-
-    nvCOMP carves a batch out of one buffer by an offset table; entries of several buffers (a merged
-    batch) are carved out of the address range that spans them all (one device address space), by
-    offsets from its lowest address. nvCOMP touches only the entries.
+    One buffer is handed over as it is. nvCOMP carves a batch out of one buffer by an offset table, so
+    the entries of several (a merged batch) are carved out of the address range that spans them all
+    (one device address space), by offsets from its lowest address; nvCOMP touches only the entries.
     """
-    ptrs = [b.data.ptr for b in buffers]
-    base = min(ptrs)
-    end = max(p + b.nbytes for p, b in zip(ptrs, buffers, strict=True))
-    span = _Interface(base, end - base, buffers)
-    table = np.concatenate([o + (p - base) for o, p in zip(offsets, ptrs, strict=True)])
-    # the batch is tied to the idle stream too: a batch synchronises with its stream when it is
-    # dropped, holding the GIL, so one tied to the decode's stream and dropped right after the launch
-    # made every task wait for its decode with the GIL held (H200: 16 x 32-chunk decodes from 16
-    # threads 2.0 s, serial; probe_bisect.py). The decode runs on its codec's stream all the same.
-    return nvcomp.as_arrays(
-        span, table.tolist(), np.concatenate(sizes).tolist(), cuda_stream=_idle_stream().ptr
-    )
+    if len(buffers) == 1:
+        span, table = buffers[0], offsets[0]
+    else:
+        ptrs = [b.data.ptr for b in buffers]
+        base = min(ptrs)
+        end = max(p + b.nbytes for p, b in zip(ptrs, buffers, strict=True))
+        span = _Interface(base, end - base, buffers)
+        table = np.concatenate([o + (p - base) for o, p in zip(offsets, ptrs, strict=True)])
+    return nvcomp.as_arrays(span, table.tolist(), np.concatenate(sizes).tolist(), cuda_stream=stream.ptr)
+
+
+def _sized_config(codec: nvcomp.Codec, sizes: np.ndarray) -> object:
+    """A decode config with every output size given (from the metadata): decode then never syncs.
+    Made afresh for each call, as in the decodes that overlapped in probe_bisect.py."""
+    return codec.decompression_config(codec.compression_config(sizes.tolist()))
 
 
 def _raise_first(info: ArrayInfo, units: list[tuple[int, ...]], bad: list[tuple[int, str]]) -> None:
