@@ -19,6 +19,8 @@ CASES = {
     "backend-nvcomp": "GpuBackend._nvcomp, buffers from cp.asarray",
     "kvikio-staged": "as probe, after GpuBackend() and kvikio reads of the chunks",
     "backend-nvcomp-kvikio": "GpuBackend._nvcomp on buffers read by kvikio (diagnose_overlap's row)",
+    "pipeline": "from_zarr_gpu(path).persist() on 16 threads, decode batching on",
+    "pipeline-unbatched": "from_zarr_gpu(path).persist() on 16 threads, decode batching off",
 }
 
 
@@ -34,7 +36,20 @@ def case(path: str, name: str) -> None:
     from zarr_dask_gpu.plan import block_pieces
     from zarr_dask_gpu.storage import locate
 
-    dask.config.set({"zarr_dask_gpu.decode-batching": False})
+    dask.config.set({"zarr_dask_gpu.decode-batching": name == "pipeline"})
+    if name.startswith("pipeline"):
+        from zarr_dask_gpu import from_zarr_gpu
+
+        x = from_zarr_gpu(path, device="gpu")
+        for _ in range(3):
+            cp.get_default_memory_pool().free_all_blocks()
+            t0 = time.perf_counter()
+            y = x.persist(scheduler="threads", num_workers=16)
+            cp.cuda.Device().synchronize()
+            dt = time.perf_counter() - t0
+            del y
+        print(f"{name:22s} {dt * 1e3:7.1f} ms  {x.nbytes / dt / 1e9:5.1f} GB/s ({CASES[name]})", flush=True)
+        os._exit(0)
     info = open_array_info(path)
     rows, cols = info.shape
     ranges = [
@@ -134,6 +149,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--path", default="/tmp/bench-a.zarr")
     p.add_argument("--case")
+    p.add_argument("--only", nargs="*", help="run these cases alone")
     args = p.parse_args()
     if args.case:
         return case(args.path, args.case)
@@ -141,7 +157,7 @@ def main() -> None:
         from zarr_dask_gpu.sample import write_sample
 
         write_sample(args.path, 4 << 30, 8 << 20)
-    for name in CASES:
+    for name in sys.argv[sys.argv.index("--only") + 1 :] if "--only" in sys.argv else CASES:
         r = subprocess.run(
             [sys.executable, __file__, "--path", args.path, "--case", name],
             capture_output=True,

@@ -35,6 +35,7 @@ class Job:
     launched: threading.Event = field(default_factory=threading.Event)
     finished: cp.cuda.Event | None = None
     error: BaseException | None = None
+    keep: object = None  # nvCOMP's objects of the merged call, held by the task until it has run
 
 
 class Batcher:
