@@ -157,7 +157,7 @@ def main() -> None:
         from zarr_dask_gpu.sample import write_sample
 
         write_sample(args.path, 4 << 30, 8 << 20)
-    for name in sys.argv[sys.argv.index("--only") + 1 :] if "--only" in sys.argv else CASES:
+    for name in args.only or CASES:
         r = subprocess.run(
             [sys.executable, __file__, "--path", args.path, "--case", name],
             capture_output=True,
