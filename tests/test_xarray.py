@@ -178,3 +178,43 @@ def test_open_datatree_of_nested_groups(tmp_path, device):
             host(tree["child/grandchild"].c.data.compute()), ref["child/grandchild"].c.values
         )
         np.testing.assert_array_equal(host(tree["child"].b.data.compute()), ref["child"].b.values)
+
+
+def test_unsigned_and_fill_values_decode_like_engine_zarr(tmp_path, device):
+    """``_Unsigned`` int8 with a fill value, and a scaled int16 with two missing-value markers."""
+    import zarr
+
+    g = zarr.open_group(tmp_path / "u.zarr", mode="w", zarr_format=2)
+    raw = np.arange(-128, 128, dtype="i1").reshape(16, 16)
+    a = g.create_array("u", shape=raw.shape, chunks=(4, 16), dtype="i1", fill_value=-1)
+    a[...] = raw
+    a.attrs.update(_ARRAY_DIMENSIONS=["y", "x"], _Unsigned="true", _FillValue=-1)
+    s = g.create_array("s", shape=raw.shape, chunks=(8, 8), dtype="i2", fill_value=-999)
+    s[...] = raw.astype("i2") * 3
+    s.attrs.update(_ARRAY_DIMENSIONS=["y", "x"], scale_factor=0.5, add_offset=10.0, missing_value=[-999, 6])
+    zarr.consolidate_metadata(tmp_path / "u.zarr")
+    ours = zarr_dask_gpu.open_dataset(tmp_path / "u.zarr", device=device)
+    ref = xr.open_dataset(tmp_path / "u.zarr", engine="zarr")
+    for name in ("u", "s"):
+        assert ours[name].dtype == ref[name].dtype, name
+        np.testing.assert_array_equal(host(ours[name].data.compute()), ref[name].values)
+        assert ours[name].encoding.get("_FillValue", None) == ref[name].encoding.get("_FillValue", None)
+
+
+def test_decoding_steps_run_on_the_device():
+    """xarray's mask, scale and unsigned steps map to forms without np.array; others to a host copy."""
+    import functools
+
+    from xarray.coding import variables as cfv
+
+    from zarr_dask_gpu.xarray_cf import _apply_mask, _as_dtype, _device_step, _on_host
+
+    mask = _device_step(
+        functools.partial(cfv._apply_mask, encoded_fill_values=[1], decoded_fill_value=np.nan, dtype="f4")
+    )
+    assert mask.func is _apply_mask
+    np.testing.assert_array_equal(mask(np.array([1, 2], "i2")), np.array([np.nan, 2], "f4"))
+    scale = functools.partial(cfv._scale_offset_decoding, scale_factor=2, add_offset=1, dtype="f8")
+    assert _device_step(scale) is scale
+    assert _device_step(functools.partial(np.asarray, dtype="u1")).func is _as_dtype
+    assert _device_step(np.sqrt).func is _on_host

@@ -3,7 +3,8 @@
 Data variables are dask arrays from this package's graph builder (cupy blocks and cupy ``meta`` on
 the GPU); dimension coordinates, small coordinates and non-numeric variables are read on the host as
 numpy. Metadata, attributes and encodings come from xarray's own zarr store, and CF decoding is
-xarray's, applied lazily block by block, so values and dtypes match ``engine="zarr"``. This module
+xarray's choice of steps, applied lazily block by block in forms that run on cupy blocks
+(``xarray_cf``), so values and dtypes match ``engine="zarr"``. This module
 imports on machines without cupy, kvikio or nvCOMP.
 """
 
@@ -17,6 +18,7 @@ import zarr
 from xarray.backends import BackendEntrypoint
 from xarray.backends.zarr import ZarrStore
 
+from . import xarray_cf
 from .device import Device, resolve_device
 from .errors import ZarrGpuError
 from .graph import default_block_size, from_zarr_gpu
@@ -113,6 +115,7 @@ def open_dataset(
             except ZarrGpuError as e:
                 raise type(e)(f"variable {name!r}: {e}") from e
             encoding["zarr_gpu"] = f"dask array of {'cupy' if dev == 'gpu' else 'numpy'} blocks"
+            data = xarray_cf.placeholder(data)
         out[name] = xr.Variable(var.dims, data, var.attrs, encoding)
     attrs = zstore.get_attrs()
     coord_names: set[str] = set()
@@ -127,6 +130,7 @@ def open_dataset(
             use_cftime=use_cftime,
             decode_timedelta=decode_timedelta,
         )
+    out = {k: v.copy(data=xarray_cf.rebuild(v._data)) for k, v in out.items()}  # _data: still lazy
     ds = xr.Dataset(out, attrs=attrs).set_coords([c for c in coord_names if c in out])
     ds.set_close(zstore.close)
     return ds.load() if chunks is None else ds

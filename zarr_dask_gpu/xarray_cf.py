@@ -1,0 +1,93 @@
+"""CF decoding of variables whose blocks live on the device.
+
+xarray's decoders (mask and scale, ``_Unsigned``, bool, byte order, times) wrap a dask variable in
+``map_blocks`` of functions written for numpy: ``_apply_mask`` starts with ``np.array(block)``,
+which cupy refuses. So the decoders run on a placeholder instead, leaving the chain of element-wise
+steps they chose (xarray's own fill values, dtypes and scale factors), and ``rebuild`` applies that
+chain to the dask array with forms of the steps that run on numpy and cupy blocks alike. A step not
+known here runs on a host copy of the block: correct, and slower.
+"""
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import dask.array as da
+import numpy as np
+from xarray.backends.common import BackendArray
+from xarray.coding import variables as cfv
+from xarray.coding.common import _ElementwiseFunctionArray
+from xarray.core import indexing
+
+
+class _Placeholder(BackendArray):
+    """Stands for a dask array while xarray's decoders run; never read."""
+
+    def __init__(self, array: da.Array) -> None:
+        self.array = array
+        self.shape = array.shape
+        self.dtype = array.dtype
+
+    def __getitem__(self, key: Any) -> Any:
+        raise RuntimeError("a device variable's placeholder was read; this is a bug in zarr-dask-gpu")
+
+
+def placeholder(array: da.Array) -> indexing.LazilyIndexedArray:
+    """What to put in an ``xr.Variable`` in place of ``array`` before ``decode_cf_variables``."""
+    return indexing.LazilyIndexedArray(_Placeholder(array))
+
+
+def rebuild(data: Any) -> Any:
+    """The decoded dask array for a variable's data after decoding, if it stands on a placeholder;
+    other data (host variables) as it is."""
+    return _rebuild(data) if _on_placeholder(data) else data
+
+
+def _on_placeholder(data: Any) -> bool:
+    while isinstance(data, _ElementwiseFunctionArray | cfv.NativeEndiannessArray | cfv.BoolTypeArray):
+        data = data.array
+    return isinstance(data, indexing.LazilyIndexedArray) and isinstance(data.array, _Placeholder)
+
+
+def _rebuild(data: Any) -> Any:
+    if isinstance(data, _ElementwiseFunctionArray):
+        return _rebuild(data.array).map_blocks(_device_step(data.func), dtype=data.dtype)
+    if isinstance(data, cfv.NativeEndiannessArray | cfv.BoolTypeArray):
+        return _rebuild(data.array).astype(data.dtype)
+    whole = all(k == slice(None) for k in data.key.tuple)
+    return data.array.array if whole else data.array.array[data.key.tuple]
+
+
+def _apply_mask(data: Any, encoded_fill_values: list, decoded_fill_value: Any, dtype: Any) -> Any:
+    # xarray's _apply_mask, with astype in place of np.array
+    data = data.astype(data.dtype if dtype is None else dtype, copy=True)
+    if encoded_fill_values:
+        condition = False
+        for fv in encoded_fill_values:
+            condition |= data == fv
+        data[condition] = decoded_fill_value
+    return data
+
+
+def _as_dtype(data: Any, dtype: Any) -> Any:
+    return data.astype(dtype)
+
+
+def _on_host(func: Callable[[Any], Any], block: Any) -> Any:
+    if not hasattr(block, "get"):  # numpy
+        return func(block)
+    import cupy as cp
+
+    return cp.asarray(func(block.get()))
+
+
+def _device_step(func: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A form of one of xarray's element-wise decoding steps that runs on numpy and cupy blocks."""
+    if isinstance(func, functools.partial):
+        if func.func is cfv._apply_mask:
+            return functools.partial(_apply_mask, *func.args, **func.keywords)
+        if func.func is cfv._scale_offset_decoding:  # astype and in-place arithmetic: duck-typed
+            return func
+        if func.func is np.asarray and set(func.keywords) == {"dtype"} and not func.args:
+            return functools.partial(_as_dtype, dtype=func.keywords["dtype"])
+    return functools.partial(_on_host, func)
