@@ -1,0 +1,92 @@
+"""Model weights to the GPU: zarr (raw and zstd) through load_state_dict, against safetensors
+``load_file(..., device="cuda")`` and ``torch.load(..., mmap=True)`` then ``.cuda()``.
+
+Run on the GPU host (needs torch and safetensors): python3 benchmarks/state_dict_bench.py
+[--gib 8] [--dir /tmp/sd] [--json out.json]. Page cache warm (each file read once first); every
+loader's tensors are checked equal to the saved ones.
+"""
+
+import argparse
+import json
+import os
+import time
+
+import torch
+
+from zarr_dask_gpu.state_dict import load_state_dict, save_state_dict
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--gib", type=float, default=8.0)
+    p.add_argument("--dir", default="/tmp/sd")
+    p.add_argument("--json", default=None)
+    args = p.parse_args()
+    from safetensors.torch import load_file, save_file
+
+    os.makedirs(args.dir, exist_ok=True)
+    n = max(int(args.gib * 2**30) // (4096 * 4096 * 2), 1)  # 32 MiB bf16 matrices, like a transformer's
+    g = torch.Generator(device="cuda").manual_seed(0)
+    sd = {
+        f"layers.{i}.weight": (torch.randn(4096, 4096, generator=g, device="cuda") * 0.02).bfloat16().cpu()
+        for i in range(n)
+    }
+    nbytes = sum(t.nbytes for t in sd.values())
+    paths = {
+        "zarr raw": f"{args.dir}/raw.zarr",
+        "zarr zstd": f"{args.dir}/zstd.zarr",
+        "safetensors": f"{args.dir}/w.safetensors",
+        "torch.save": f"{args.dir}/w.pt",
+    }
+    save_state_dict(sd, paths["zarr raw"], compressors=None, overwrite=True)
+    save_state_dict(sd, paths["zarr zstd"], overwrite=True)
+    save_file(sd, paths["safetensors"])
+    torch.save(sd, paths["torch.save"])
+
+    def size(path: str) -> int:
+        if os.path.isfile(path):
+            return os.path.getsize(path)
+        return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(path) for f in fs)
+
+    loaders = {
+        "zarr raw": lambda: load_state_dict(paths["zarr raw"], "cuda"),
+        "zarr zstd": lambda: load_state_dict(paths["zarr zstd"], "cuda"),
+        "safetensors": lambda: load_file(paths["safetensors"], device="cuda"),
+        "torch.save": lambda: {k: v.cuda() for k, v in torch.load(paths["torch.save"], mmap=True).items()},
+    }
+    results = {}
+    print(f"{n} bf16 tensors of 4096 x 4096, {nbytes / 1e9:.2f} GB", flush=True)
+    for name, load in loaders.items():
+        for root, _, fs in os.walk(paths[name]) if os.path.isdir(paths[name]) else [("", [], [paths[name]])]:
+            for f in fs:  # warm the page cache
+                with open(os.path.join(root, f), "rb") as fh:
+                    while fh.read(64 << 20):
+                        pass
+        got = load()
+        torch.cuda.synchronize()
+        assert all(torch.equal(got[k].cpu().view(torch.int16), v.view(torch.int16)) for k, v in sd.items()), (
+            name
+        )
+        del got
+        times = []
+        for _ in range(3):
+            torch.cuda.empty_cache()
+            t0 = time.perf_counter()
+            got = load()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+            del got
+        t = sorted(times)[1]
+        results[name] = {"seconds": t, "GB/s": nbytes / t / 1e9, "ratio": nbytes / size(paths[name])}
+        print(
+            f"{name:12s} {t:6.2f} s to ready tensors  {nbytes / t / 1e9:6.2f} GB/s  "
+            f"ratio {results[name]['ratio']:.2f}",
+            flush=True,
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"nbytes": nbytes, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

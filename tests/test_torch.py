@@ -1,0 +1,125 @@
+"""torch: DLPack interchange, the streaming dataset, and state dicts as zarr (skipped without torch)."""
+
+import numpy as np
+import pytest
+import zarr
+
+torch = pytest.importorskip("torch")
+
+from zarr_dask_gpu import ChunkDecodeError, from_zarr_gpu  # noqa: E402
+from zarr_dask_gpu.state_dict import StateDictMismatchError, load_state_dict, save_state_dict  # noqa: E402
+from zarr_dask_gpu.tensors import ZarrBatches, as_tensor  # noqa: E402
+
+from .conftest import sample  # noqa: E402
+
+DTYPES = [
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.float64,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint8,
+    torch.bool,
+    torch.complex64,
+    *[getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n)],
+]
+
+
+def _torch_device(device):
+    return "cuda" if device == "gpu" else "cpu"
+
+
+def _random(shape, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype.is_floating_point and dtype.itemsize == 1:  # float8: random bit patterns, NaNs included
+        return torch.randint(0, 256, shape, generator=g, dtype=torch.uint8).view(dtype)
+    if dtype.is_floating_point or dtype.is_complex:
+        return (torch.randn(shape, generator=g, dtype=torch.float64) * 100).to(dtype)
+    info = torch.iinfo(dtype)
+    return torch.randint(max(info.min, -1000), min(info.max, 1000), shape, generator=g, dtype=dtype)
+
+
+def _same_bits(a, b):
+    a, b = a.cpu(), b.cpu()
+    assert a.dtype == b.dtype and a.shape == b.shape
+    if a.dtype.itemsize in (1, 2) and (a.dtype.is_floating_point):  # compare bits: NaN patterns too
+        raw = torch.uint8 if a.dtype.itemsize == 1 else torch.int16
+        return torch.equal(a.view(raw), b.view(raw))
+    return torch.equal(a, b)
+
+
+def test_blocks_become_tensors_without_copies(tmp_path, device):
+    a = zarr.create_array(tmp_path / "a.zarr", shape=(64, 100), chunks=(16, 100), dtype="f4")
+    a[...] = sample(a.shape, "f4")
+    block = from_zarr_gpu(tmp_path / "a.zarr", chunks=(32, 100), device=device).blocks[1].compute()
+    t = as_tensor(block)
+    ptr = block.data.ptr if device == "gpu" else block.ctypes.data
+    assert t.data_ptr() == ptr and t.device.type == _torch_device(device)
+    np.testing.assert_array_equal(t.cpu().numpy(), a[32:64])
+
+
+@pytest.mark.parametrize("prefetch", [1, 3])
+def test_batches_stream_in_order(tmp_path, device, prefetch):
+    a = zarr.create_array(tmp_path / "a.zarr", shape=(100, 7, 3), chunks=(8, 7, 3), dtype="i4")
+    a[...] = sample(a.shape, "i4")
+    ds = ZarrBatches(tmp_path / "a.zarr", 16, device=device, prefetch=prefetch)
+    batches = list(torch.utils.data.DataLoader(ds, batch_size=None))
+    assert len(batches) == len(ds) == 7 and batches[-1].shape == (4, 7, 3)
+    assert all(b.device.type == _torch_device(device) for b in batches)
+    np.testing.assert_array_equal(torch.cat([b.cpu() for b in batches]).numpy(), a[...])
+
+
+@pytest.mark.parametrize("compressors", ["zstd", None])
+def test_state_dict_round_trip_of_every_dtype(tmp_path, device, compressors):
+    sd = {
+        f"layer.{i}.{str(dt).removeprefix('torch.')}": _random((3 + i, 5), dt, i)
+        for i, dt in enumerate(DTYPES)
+    }
+    sd["scalar"] = torch.tensor(7, dtype=torch.int64)
+    sd["empty"] = torch.zeros((0, 4), dtype=torch.float32)
+    save_state_dict(sd, tmp_path / "sd.zarr", compressors=compressors)
+    got = load_state_dict(tmp_path / "sd.zarr", _torch_device(device), expected=sd)
+    assert list(got) == list(sd)
+    for name, t in sd.items():
+        assert got[name].device.type == _torch_device(device), name
+        assert _same_bits(got[name], t), name
+
+
+def test_large_tensors_are_sharded_and_read_exactly(tmp_path, device):
+    sd = {"w": _random((512, 256), torch.bfloat16, 1), "b": _random((256,), torch.float32, 2)}
+    save_state_dict(sd, tmp_path / "sd.zarr", chunk_bytes=16 << 10, shard_bytes=64 << 10)
+    w = zarr.open_array(tmp_path / "sd.zarr", path="w")
+    assert w.shards is not None and w.dtype == np.uint16 and w.attrs["torch_dtype"] == "bfloat16"
+    got = load_state_dict(tmp_path / "sd.zarr", _torch_device(device))
+    assert _same_bits(got["w"], sd["w"]) and _same_bits(got["b"], sd["b"])
+
+
+def test_mismatch_with_the_model_raises_before_reading(tmp_path):
+    sd = {"w": torch.ones(4, 4), "b": torch.zeros(4)}
+    save_state_dict(sd, tmp_path / "sd.zarr")
+    with pytest.raises(StateDictMismatchError, match=r"w: stored \(4, 4\) float32, expected \(4, 5\)"):
+        load_state_dict(tmp_path / "sd.zarr", "cpu", expected={"w": torch.ones(4, 5), "b": torch.zeros(4)})
+    with pytest.raises(StateDictMismatchError, match=r"b: stored .* float32, expected .* float16"):
+        load_state_dict(
+            tmp_path / "sd.zarr", "cpu", expected={"w": torch.ones(4, 4), "b": torch.zeros(4).half()}
+        )
+    with pytest.raises(StateDictMismatchError, match=r"missing tensors: \['c'\]"):
+        load_state_dict(tmp_path / "sd.zarr", "cpu", expected={**sd, "c": torch.ones(1)})
+    with pytest.raises(StateDictMismatchError, match="not a state dict"):
+        zarr.open_group(tmp_path / "plain.zarr", mode="w")
+        load_state_dict(tmp_path / "plain.zarr", "cpu")
+    with pytest.raises(FileExistsError):
+        save_state_dict(sd, tmp_path / "sd.zarr")
+
+
+def test_damaged_chunk_names_the_tensor_and_key(tmp_path, device):
+    save_state_dict({"layer.w": torch.randn(64, 64)}, tmp_path / "sd.zarr", chunk_bytes=4096)
+    key = tmp_path / "sd.zarr" / "layer.w" / "c" / "1" / "0"
+    key.write_bytes(key.read_bytes()[:10])
+    with pytest.raises(ChunkDecodeError, match=r"layer\.w.*c/1/0|c/1/0.*layer\.w"):
+        load_state_dict(tmp_path / "sd.zarr", _torch_device(device))
