@@ -255,3 +255,31 @@ def test_v3_numcodecs_filters(tmp_path, device, dtype, filters):
     a = zarr.create_array(tmp_path / "a.zarr", shape=(70, 13), chunks=(32, 13), dtype=dtype, filters=filters)
     a[...] = sample(a.shape, dtype) / (3 if dtype.startswith("f") else 1)
     _check(tmp_path / "a.zarr", device, chunks=(35, 13))
+
+
+@pytest.mark.parametrize(
+    "dtype,compressors,order",
+    [
+        ("f4", [nz3.Shuffle(elementsize=4), zarr.codecs.ZstdCodec()], None),
+        ("i2", [nz3.Shuffle(elementsize=2), zarr.codecs.GzipCodec()], None),
+        ("f8", [nz3.Shuffle(elementsize=8), zarr.codecs.ZstdCodec()], (1, 0)),
+        ("u1", [nz3.Shuffle(elementsize=1)], None),
+    ],
+    ids=lambda v: str(v)[:30],
+)
+def test_v3_numcodecs_shuffle(tmp_path, device, dtype, compressors, order):
+    """numcodecs.shuffle is a bytes-to-bytes codec in v3: undone on the device after decompression."""
+    from zarr_dask_gpu.metadata import open_array_info
+
+    filters = [zarr.codecs.TransposeCodec(order=order)] if order else None
+    a = zarr.create_array(
+        tmp_path / "a.zarr",
+        shape=(70, 13),
+        chunks=(32, 13),
+        dtype=dtype,
+        filters=filters,
+        compressors=compressors,
+    )
+    a[...] = sample(a.shape, dtype)
+    assert open_array_info(tmp_path / "a.zarr").chain.gpu is not None  # not the CPU fallback
+    _check(tmp_path / "a.zarr", device, chunks=(35, 13))

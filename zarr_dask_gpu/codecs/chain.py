@@ -148,6 +148,9 @@ def _classify_v3(docs: list[dict], ndim: int) -> ChainPlan:
         elif name == "bytes" and not seen_bytes:
             seen_bytes = True
             big_endian = conf.get("endian") == "big"
+        elif seen_bytes and name == "numcodecs.shuffle" and compression == "none" and not crc:
+            # a bytes-to-bytes codec on the serialised chunk: the v2 Shuffle filter's transform
+            configs.append(numcodecs.get_codec({"id": "shuffle", **conf}).get_config())
         elif seen_bytes and name in _V3_COMPRESSORS and compression == "none":
             compression = _V3_COMPRESSORS[name]
         elif seen_bytes and name == "blosc" and compression == "none" and conf.get("cname") in _BLOSC_INNER:

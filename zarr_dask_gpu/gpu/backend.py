@@ -13,8 +13,8 @@ from nvidia import nvcomp
 
 from .. import config
 from ..backends import PLACED, Slot
-from ..codecs import filters, headers
-from ..codecs.chain import GpuChain, swap_unit
+from ..codecs import headers
+from ..codecs.logical import logical_chunk
 from ..errors import ChunkDecodeError
 from ..io import Staged, host_reader, place
 from ..metadata import ArrayInfo
@@ -206,7 +206,11 @@ class GpuBackend:
         chunks: list[cp.ndarray | Slot | None] = [None] * len(pieces)
         for j, i in enumerate(present):
             lo = int(starts[j])
-            chunks[i] = PLACED if placed else _logical_chunk(decoded[lo : lo + expected], info, chain)
+            chunks[i] = (
+                PLACED
+                if placed
+                else logical_chunk(cp, decoded[lo : lo + expected], info.chunks, info.dtype, chain)
+            )
         return chunks
 
     def _check_and_decode(
@@ -340,22 +344,3 @@ def _aligned(buffer: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> tupl
 
 def _round_up(n: int, a: int) -> int:
     return -(-n // a) * a
-
-
-def _logical_chunk(raw: cp.ndarray, info: ArrayInfo, chain: GpuChain) -> cp.ndarray:
-    """View decoded bytes as the chunk: filters or byte order, then the stored layout (transpose,
-    F order)."""
-    dtype = info.dtype
-    if chain.filters:
-        flat = filters.decode(cp, raw, chain.filter_configs(), dtype)
-    else:
-        if chain.big_endian and dtype.itemsize > 1:
-            unit = swap_unit(dtype)
-            raw = raw.reshape(-1, unit)[:, ::-1].copy().reshape(-1)
-        flat = raw.view(dtype)
-    if chain.f_order:
-        return flat.reshape(info.chunks, order="F")
-    if chain.transpose is not None:
-        stored = tuple(info.chunks[i] for i in chain.transpose)
-        return flat.reshape(stored).transpose(np.argsort(chain.transpose))
-    return flat.reshape(info.chunks)
