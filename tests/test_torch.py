@@ -123,3 +123,24 @@ def test_damaged_chunk_names_the_tensor_and_key(tmp_path, device):
     key.write_bytes(key.read_bytes()[:10])
     with pytest.raises(ChunkDecodeError, match=r"layer\.w.*c/1/0|c/1/0.*layer\.w"):
         load_state_dict(tmp_path / "sd.zarr", _torch_device(device))
+
+
+def test_a_slice_per_rank_reads_only_its_chunks(tmp_path, device):
+    w = _random((64, 32), torch.bfloat16, 3)
+    save_state_dict({"w": w, "b": torch.arange(8.0)}, tmp_path / "sd.zarr", chunk_bytes=1024)
+    chunk_rows = zarr.open_array(tmp_path / "sd.zarr", path="w").chunks[0]
+    rank_rows = slice(2 * chunk_rows, 4 * chunk_rows)
+    for f in (tmp_path / "sd.zarr" / "w" / "c").iterdir():  # damage every other row of chunks
+        if not 2 <= int(f.name) < 4:
+            for g in f.rglob("*") if f.is_dir() else [f]:
+                if g.is_file():
+                    g.write_bytes(b"garbage")
+    got = load_state_dict(
+        tmp_path / "sd.zarr",
+        _torch_device(device),
+        slices={"w": (rank_rows,)},
+        expected={"w": w[rank_rows], "b": torch.arange(8.0)},
+    )
+    assert _same_bits(got["w"], w[rank_rows])
+    with pytest.raises(StateDictMismatchError, match="not in"):
+        load_state_dict(tmp_path / "sd.zarr", "cpu", slices={"x": (slice(0, 1),)})

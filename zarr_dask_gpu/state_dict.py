@@ -105,6 +105,7 @@ def load_state_dict(
     device: str = "cuda",
     *,
     expected: Mapping[str, torch.Tensor] | None = None,
+    slices: Mapping[str, tuple[slice, ...]] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Read a state dict written by ``save_state_dict`` as tensors on ``device``.
 
@@ -115,7 +116,10 @@ def load_state_dict(
         "cpu".
     expected
         A state dict (a model's ``state_dict()``) to check names, shapes and dtypes against before
-        anything is read.
+        anything is read (shapes after ``slices``).
+    slices
+        Tensor names to the part of each to read (an index tuple of slices), such as one rank's
+        rows for tensor parallelism: only the chunks that part touches are read.
 
     Raises
     ------
@@ -133,10 +137,17 @@ def load_state_dict(
         raise StateDictMismatchError(f"{path} is not a state dict written by save_state_dict")
     arrays = {name: root[name] for name in meta["tensors"]}
     dtypes = {name: getattr(torch, a.attrs["torch_dtype"]) for name, a in arrays.items()}
+    unknown = set(slices or ()) - set(arrays)
+    if unknown:
+        raise StateDictMismatchError(f"slices name tensors not in {path}: {sorted(unknown)}")
+    lazy = {
+        name: from_zarr_gpu(a, chunks=-1, device=dev)[(slices or {}).get(name, ...)]
+        for name, a in arrays.items()
+    }
     if expected is not None:
-        _check(path, arrays, dtypes, expected)
-    lazy = [from_zarr_gpu(a, chunks=-1, device=dev) for a in arrays.values()]
-    blocks = dask.compute(*lazy, scheduler="threads", num_workers=min(len(lazy), os.cpu_count() or 1) or 1)
+        _check(path, {n: x.shape for n, x in lazy.items()}, dtypes, expected)
+    workers = min(len(lazy), os.cpu_count() or 1) or 1
+    blocks = dask.compute(*lazy.values(), scheduler="threads", num_workers=workers)
     out = {}
     for name, block in zip(arrays, blocks, strict=True):
         t = as_tensor(block)
@@ -146,18 +157,18 @@ def load_state_dict(
 
 def _check(
     path: Any,
-    arrays: Mapping[str, Any],
+    shapes: Mapping[str, tuple[int, ...]],
     dtypes: Mapping[str, torch.dtype],
     expected: Mapping[str, torch.Tensor],
 ) -> None:
-    missing, extra = set(expected) - set(arrays), set(arrays) - set(expected)
+    missing, extra = set(expected) - set(shapes), set(shapes) - set(expected)
     problems = [f"missing tensors: {sorted(missing)}"] if missing else []
     problems += [f"unexpected tensors: {sorted(extra)}"] if extra else []
-    for name in set(expected) & set(arrays):
+    for name in sorted(set(expected) & set(shapes)):
         want = expected[name]
-        if tuple(arrays[name].shape) != tuple(want.shape) or dtypes[name] != want.dtype:
+        if tuple(shapes[name]) != tuple(want.shape) or dtypes[name] != want.dtype:
             problems.append(
-                f"{name}: stored {tuple(arrays[name].shape)} {_name(dtypes[name])}, "
+                f"{name}: stored {tuple(shapes[name])} {_name(dtypes[name])}, "
                 f"expected {tuple(want.shape)} {_name(want.dtype)}"
             )
     if problems:
