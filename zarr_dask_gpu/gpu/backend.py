@@ -35,6 +35,7 @@ _streams: dict[int, cp.cuda.Stream] = {}
 _codecs: dict[tuple[int, str, str], nvcomp.Codec] = {}
 _held: dict[int, list[object]] = {}  # per thread: nvCOMP batches whose decode may still run
 _batcher: list[Batcher] = []  # the process's dispatcher of merged decodes, made on first use
+_idle: list[cp.cuda.Stream] = []  # the stream nvCOMP's batches name (_Interface)
 
 
 @atexit.register
@@ -46,6 +47,7 @@ def _release() -> None:
         _streams.clear()
         _batcher.clear()
         _held.clear()
+        _idle.clear()
 
 
 class GpuBackend:
@@ -86,10 +88,11 @@ class GpuBackend:
     def _keep(*objects: object) -> None:
         """Hold nvCOMP's batches until the task's stream has passed their decode.
 
-        A batch dropped while its decode runs waits for the decode, holding the GIL: dropped right
-        after the launch, it made every task wait for its own decode and the tasks of all threads
-        ran one after another (H200: 16 x 32-chunk decodes from 16 threads 2.0 s against 0.19 s,
-        benchmarks/probe_bisect.py).
+        On the H200, 16 x 32-chunk decodes from 16 threads took 0.19 s where the batches lived
+        until the decode had run and 2.0 s (one after another) where they were dropped right after
+        the launch; every other difference was ruled out (benchmarks/probe_bisect.py). So a batch
+        dropped while its decode runs is taken to wait for it, holding the GIL. The pipeline with
+        this hold has yet to run on the GPU (docs/performance.md).
         """
         _held.setdefault(threading.get_ident(), []).extend(objects)
 
@@ -118,10 +121,8 @@ class GpuBackend:
     @classmethod
     def _launch(cls, compression: str, stream: cp.cuda.Stream, jobs: list[Job]) -> None:
         """One sized nvCOMP decode of the merged ``jobs``, on ``stream`` (the dispatcher's)."""
-        src = _carve([j.src for j in jobs], [j.offsets for j in jobs], [j.sizes for j in jobs], stream)
-        dst = _carve(
-            [j.out for j in jobs], [j.out_offsets for j in jobs], [j.out_sizes for j in jobs], stream
-        )
+        src = _carve([j.src for j in jobs], [j.offsets for j in jobs], [j.sizes for j in jobs])
+        dst = _carve([j.out for j in jobs], [j.out_offsets for j in jobs], [j.out_sizes for j in jobs])
         codec = cls._codec(compression, stream)
         sizes = np.concatenate([j.out_sizes for j in jobs])
         result = codec.decode(src, out=dst, decompression_config=_sized_config(codec, sizes))
@@ -258,15 +259,17 @@ class GpuBackend:
         n = len(offsets)
         stream = self._stream()
         codec = self._codec(compression, stream)
-        src = _carve([buffer], [offsets], [sizes], stream)
-        dst = _carve([out], [out_offsets], [out_sizes], stream)
+        src = _carve([buffer], [offsets], [sizes])
+        dst = _carve([out], [out_offsets], [out_sizes])
         if sized:
             self._keep(
                 src, dst, codec.decode(src, out=dst, decompression_config=_sized_config(codec, out_sizes))
             )
             return []
         try:
-            got = codec.decode(src, out=dst).buffer_sizes
+            result = codec.decode(src, out=dst)
+            stream.synchronize()  # the batches name the idle stream (_carve): wait for the decode's
+            got = result.buffer_sizes
         except ValueError as e:  # nvCOMP's own size check: "Output array 3 capacity ... too small"
             m = re.search(r"Output array (\d+)", str(e))
             return [
@@ -281,8 +284,13 @@ class GpuBackend:
 
 
 class _Interface:
-    """The address range spanning several device buffers, as a ``__cuda_array_interface__`` naming
-    the current stream (the decode's, which the buffers' producers are ordered before)."""
+    """Device memory as a ``__cuda_array_interface__`` (version 3) that names the idle stream.
+
+    ``nvcomp.as_arrays`` may synchronise with the stream an interface names; cupy's name the
+    current one, which on the dispatcher's stream can hold an earlier merged decode. The decode is
+    ordered after the work that produced the buffers by events, so naming a stream that never gets
+    work costs nothing (H200: 16 concurrent decodes overlapped alike, probe_bisect.py "idle-iface").
+    """
 
     def __init__(self, ptr: int, nbytes: int, keep: object) -> None:
         self.keep = keep  # keeps the memory alive while nvCOMP's views exist
@@ -291,28 +299,33 @@ class _Interface:
             "typestr": "|u1",
             "data": (ptr, False),
             "version": 3,
-            "stream": cp.cuda.get_current_stream().ptr,
+            "stream": _idle_stream().ptr,
         }
 
 
-def _carve(
-    buffers: list[cp.ndarray], offsets: list[np.ndarray], sizes: list[np.ndarray], stream: cp.cuda.Stream
-) -> object:
-    """One nvCOMP batch of the entries of several device buffers, for a decode on ``stream``.
+def _idle_stream() -> cp.cuda.Stream:
+    with _lock:
+        if not _idle:
+            _idle.append(cp.cuda.Stream(non_blocking=True))  # never given work
+        return _idle[0]
 
-    One buffer is handed over as it is. nvCOMP carves a batch out of one buffer by an offset table, so
-    the entries of several (a merged batch) are carved out of the address range that spans them all
-    (one device address space), by offsets from its lowest address; nvCOMP touches only the entries.
+
+def _carve(buffers: list[cp.ndarray], offsets: list[np.ndarray], sizes: list[np.ndarray]) -> object:
+    """One nvCOMP batch of the entries of one or several device buffers.
+
+    nvCOMP carves a batch out of one buffer by an offset table, so the entries of several (a merged
+    batch) are carved out of the address range that spans them all (one device address space), by
+    offsets from its lowest address; nvCOMP touches only the entries. The batch is tied to the idle
+    stream too; the decode runs on its codec's stream all the same.
     """
-    if len(buffers) == 1:
-        span, table = buffers[0], offsets[0]
-    else:
-        ptrs = [b.data.ptr for b in buffers]
-        base = min(ptrs)
-        end = max(p + b.nbytes for p, b in zip(ptrs, buffers, strict=True))
-        span = _Interface(base, end - base, buffers)
-        table = np.concatenate([o + (p - base) for o, p in zip(offsets, ptrs, strict=True)])
-    return nvcomp.as_arrays(span, table.tolist(), np.concatenate(sizes).tolist(), cuda_stream=stream.ptr)
+    ptrs = [b.data.ptr for b in buffers]
+    base = min(ptrs)
+    end = max(p + b.nbytes for p, b in zip(ptrs, buffers, strict=True))
+    span = _Interface(base, end - base, buffers)
+    table = np.concatenate([o + (p - base) for o, p in zip(offsets, ptrs, strict=True)])
+    return nvcomp.as_arrays(
+        span, table.tolist(), np.concatenate(sizes).tolist(), cuda_stream=_idle_stream().ptr
+    )
 
 
 def _sized_config(codec: nvcomp.Codec, sizes: np.ndarray) -> object:
