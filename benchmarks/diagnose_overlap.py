@@ -15,7 +15,6 @@ import dask
 import numpy as np
 
 from zarr_dask_gpu.gpu.backend import GpuBackend
-from zarr_dask_gpu.gpu.batcher import Job
 from zarr_dask_gpu.metadata import open_array_info
 from zarr_dask_gpu.plan import block_pieces
 from zarr_dask_gpu.storage import locate
@@ -38,34 +37,32 @@ def main() -> None:
     expected = int(np.prod(info.chunks)) * info.dtype.itemsize
     staged = [be._reader.read(ps, align=16) for ps in paths]
 
-    def decode(i: int, merged: bool) -> None:
+    def decode(i: int) -> None:
         with be.context():
             st = staged[i]
             n = len(st.offsets)
             out = cp.empty(n * expected, np.uint8)
             starts, sizes = np.arange(n) * expected, np.full(n, expected)
-            if merged:
-                be._batched().decode(Job("zstd", st.buffer, st.offsets, st.sizes, out, starts, sizes))
-            else:
-                with dask.config.set({"zarr_dask_gpu.decode-batching": False}):
-                    be._nvcomp("zstd", st.buffer, st.offsets, st.sizes, out, starts, sizes, True)
+            be._nvcomp("zstd", st.buffer, st.offsets, st.sizes, out, starts, sizes, True)
 
-    def task(i: int, merged: bool) -> None:
-        with dask.config.set({"zarr_dask_gpu.decode-batching": merged}):
-            read_region(info, *boxes[i], "gpu", False)
+    def task(i: int) -> None:
+        read_region(info, *boxes[i], "gpu", False)
 
-    cases = {
-        "kvikio reads only": lambda i: be._reader.read(paths[i], align=16),
-        "decode only, one nvCOMP call per task": lambda i: decode(i, False),
-        "decode only, merged by the batcher": lambda i: decode(i, True),
-        "whole task, one nvCOMP call per task": lambda i: task(i, False),
-        "whole task, merged by the batcher": lambda i: task(i, True),
+    cases = {  # name: (function, decode batching)
+        "kvikio reads only": (lambda i: be._reader.read(paths[i], align=16), False),
+        "decode only, one nvCOMP call per task": (decode, False),
+        "decode only, merged by the batcher": (decode, True),
+        "whole task, one nvCOMP call per task": (task, False),
+        "whole task, merged by the batcher": (task, True),
     }
     nbytes = info.dtype.itemsize * rows * cols
     print(f"{len(blocks)} blocks of {len(blocks[0])} chunks, {nbytes / 1e9:.2f} GB", flush=True)
-    for name, fn in cases.items():
+    for name, (fn, batching) in cases.items():
         for threads in (1, *(int(t) for t in args.threads.split(","))):
-            with ThreadPoolExecutor(threads) as ex:
+            with (
+                ThreadPoolExecutor(threads) as ex,
+                dask.config.set({"zarr_dask_gpu.decode-batching": batching}),
+            ):
                 list(ex.map(fn, range(len(blocks))))
                 cp.cuda.Device().synchronize()
                 t0 = time.perf_counter()
