@@ -16,6 +16,7 @@ def test_info_text_and_json(tmp_path, capsys):
     assert main(["info", str(tmp_path / "a.zarr"), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["chunks"] == 10 and doc["codecs"] == ["bytes", "zstd"] and doc["gpu_decode"] is True
+    assert doc["stages"]["zstd"].startswith("GPU") and doc["stages"]["bytes"].startswith("GPU")
 
 
 def test_info_names_cpu_stages(tmp_path, capsys):
@@ -23,7 +24,9 @@ def test_info_names_cpu_stages(tmp_path, capsys):
         tmp_path / "a.zarr", shape=(8,), dtype="i2", compressors=[zarr.codecs.BloscCodec(cname="blosclz")]
     )
     main(["info", str(tmp_path / "a.zarr")])
-    assert "blosc's 'blosclz' is not decoded on the GPU" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "blosc's 'blosclz' is not decoded on the GPU" in out
+    assert "blosc                  CPU (zarr-python)" in out  # stage by stage
 
 
 def test_read_prints_throughput(tmp_path, capsys):

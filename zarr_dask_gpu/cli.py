@@ -15,6 +15,7 @@ from .errors import ZarrGpuError
 
 
 def _info(args: argparse.Namespace) -> int:
+    from .codecs.chain import stage_devices
     from .device import resolve_device
     from .graph import default_block_size
     from .metadata import open_array_info
@@ -33,6 +34,7 @@ def _info(args: argparse.Namespace) -> int:
         "shard_shape": list(info.shard.shape) if info.shard else None,
         "chunks": int(np.prod([-(-s // c) for s, c in zip(info.shape, info.chunks, strict=True)])),
         "codecs": list(chain.stages),
+        "stages": dict(stage_devices(chain)),
         "gpu_decode": chain.gpu is not None,
         "cpu_reason": chain.cpu_reason,
         "fill_value": info.fill_value if np.isfinite(info.fill_value) else str(info.fill_value),
@@ -58,6 +60,8 @@ def _info(args: argparse.Namespace) -> int:
         print(f"  shards       {info.shard.shape}  (index at the {where_index}{crc}; inner chunks as ranges)")
     print(f"  codecs       {' -> '.join(chain.stages)}")
     print(f"  decoded on   {where}")
+    for stage, how in stage_devices(chain):
+        print(f"    {stage:22s} {how}")
     print(f"  fill value   {doc['fill_value']}")
     print(f"  dask blocks  {tuple(doc['default_blocks'])} by default on the {device.upper()}")
     return 0

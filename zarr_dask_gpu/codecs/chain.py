@@ -204,3 +204,24 @@ def _classify_v2(metadata: ArrayV2Metadata) -> ChainPlan:
 def swap_unit(dtype: np.dtype) -> int:
     """Bytes per byte-swapped unit: the item size, or half of it for complex numbers."""
     return dtype.itemsize // 2 if dtype.kind == "c" else dtype.itemsize
+
+
+def stage_devices(plan: ChainPlan) -> list[tuple[str, str]]:
+    """Each codec stage with where and how it is undone (for ``zarr-dask-gpu info``)."""
+    if plan.gpu is None:
+        return [(s, "CPU (zarr-python), then copied to the device") for s in plan.stages]
+    how = {
+        "bytes": "GPU (a view; byte swap if big-endian)",
+        "transpose": "GPU (a view)",
+        "crc32c": "GPU (checksum kernel)",
+        "blosc": "GPU (header kernel, nvCOMP, unshuffle kernel)",
+        "shuffle": "GPU (byte transposition)",
+    }
+    out = []
+    for stage in plan.stages:
+        name = stage.removeprefix("numcodecs.")
+        if name in ("zstd", "gzip", "zlib", "lz4"):
+            out.append((stage, f"GPU (structure kernel, nvCOMP {name})"))
+        else:
+            out.append((stage, how.get(name, "GPU (array operations)")))
+    return out
