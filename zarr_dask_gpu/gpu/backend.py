@@ -252,8 +252,9 @@ class GpuBackend:
         (index, reason). ``sized`` batches (every stated size checked against the metadata) decode
         without a host sync; the others let nvCOMP parse headers, then check the sizes it reports."""
         if sized and config.get("decode-batching"):
-            job = Job(compression, buffer, offsets, sizes, out, out_offsets, out_sizes)
-            self._batched().decode(job)
+            stream = self._stream()
+            job = Job(compression, buffer, offsets, sizes, out, out_offsets, out_sizes, stream.record())
+            self._batched().decode(job, stream)
             self._keep(job)
             return []
         n = len(offsets)

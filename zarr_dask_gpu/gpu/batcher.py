@@ -6,17 +6,37 @@ dispatcher thread per process, which merges whatever is waiting into one call on
 streams, so calls overlap too. No task thread calls nvCOMP's sized decode itself, and no host sync
 is involved: the dispatcher's stream waits for the task's stream (its reads and checks) with an
 event, and the task's stream waits for the decode the same way.
+
+The module needs no GPU library: streams are anything with cupy's ``record()``, ``wait_event()``
+and context-manager protocol, so the merging logic is tested on the CPU too.
 """
 
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-import cupy as cp
-import numpy as np
+
+class Stream(Protocol):
+    """The part of ``cupy.cuda.Stream`` the batcher uses."""
+
+    def __enter__(self) -> Any:
+        """Make the stream current."""
+        ...
+
+    def __exit__(self, *exc: object) -> Any: ...
+
+    def record(self) -> Any:
+        """An event marking the work queued on the stream so far."""
+        ...
+
+    def wait_event(self, event: Any) -> None:
+        """Make later work on the stream wait for ``event``."""
+        ...
+
 
 # issues the nvCOMP call of a merged batch: (compression, stream, jobs) -> None
-Launch = Callable[[str, cp.cuda.Stream, list["Job"]], None]
+Launch = Callable[[str, Any, list["Job"]], None]
 
 
 @dataclass
@@ -25,15 +45,15 @@ class Job:
     ``out`` at ``out_offsets``, each exactly ``out_sizes`` bytes (checked beforehand)."""
 
     compression: str
-    src: cp.ndarray
-    offsets: np.ndarray
-    sizes: np.ndarray
-    out: cp.ndarray
-    out_offsets: np.ndarray
-    out_sizes: np.ndarray
-    ready: cp.cuda.Event = field(default_factory=lambda: cp.cuda.get_current_stream().record())
+    src: Any
+    offsets: Any
+    sizes: Any
+    out: Any
+    out_offsets: Any
+    out_sizes: Any
+    ready: Any  # an event recorded on the task's stream once the inputs are in place
     launched: threading.Event = field(default_factory=threading.Event)
-    finished: cp.cuda.Event | None = None
+    finished: Any = None
     error: BaseException | None = None
     keep: object = None  # nvCOMP's objects of the merged call, held by the task until it has run
 
@@ -41,7 +61,7 @@ class Job:
 class Batcher:
     """Merges concurrent tasks' decode batches; ``launch`` issues one merged batch on a stream."""
 
-    def __init__(self, launch: Launch, streams: list[cp.cuda.Stream]) -> None:
+    def __init__(self, launch: Launch, streams: list[Stream]) -> None:
         self._launch = launch
         self._streams = streams
         self._next = 0
@@ -49,8 +69,8 @@ class Batcher:
         self._cond = threading.Condition()
         threading.Thread(target=self._run, name="zarr-dask-gpu-decode", daemon=True).start()
 
-    def decode(self, job: Job) -> None:
-        """Queue ``job`` (made on the task's stream) and make the task's stream wait for its decode.
+    def decode(self, job: Job, stream: Stream) -> None:
+        """Queue ``job`` and make the task's ``stream`` wait for its decode.
 
         Returns once the decode is launched; the buffers must stay alive until the task's stream
         passes that point, which holds for memory freed to cupy's pool on the task's stream.
@@ -61,8 +81,7 @@ class Batcher:
         job.launched.wait()
         if job.error is not None:
             raise job.error
-        assert job.finished is not None
-        cp.cuda.get_current_stream().wait_event(job.finished)
+        stream.wait_event(job.finished)
 
     def _run(self) -> None:
         while True:
