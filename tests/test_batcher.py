@@ -2,6 +2,7 @@
 (the batcher needs only record/wait_event/enter; nvCOMP itself is exercised by the gpu tests)."""
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -50,8 +51,9 @@ def test_jobs_waiting_together_are_merged_per_compression():
         assert first_in.wait(5)
         for i, comp in enumerate(["zstd", "lz4", "zstd", "zstd", "lz4", "zstd"], start=1):
             futures.append(ex.submit(batcher.decode, _job(comp, f"job{i}"), tasks[i]))
-        while sum(1 for _ in batcher._queue) < 6:  # all six queued behind the first launch
-            threading.Event().wait(0.01)
+        deadline = time.monotonic() + 5
+        while len(batcher._queue) < 6 and time.monotonic() < deadline:  # all six queue up behind it
+            time.sleep(0.01)
         release.set()
         for f in futures:
             f.result(5)
