@@ -5,7 +5,8 @@ xarray's decoders (mask and scale, ``_Unsigned``, bool, byte order, times) wrap 
 which cupy refuses. So the decoders run on a placeholder instead, leaving the chain of element-wise
 steps they chose (xarray's own fill values, dtypes and scale factors), and ``rebuild`` applies that
 chain to the dask array with forms of the steps that run on numpy and cupy blocks alike. A step not
-known here runs on a host copy of the block: correct, and slower.
+known here runs on a host copy of the block: correct, and slower; decoded times (datetime64,
+timedelta64), which cupy cannot hold, stay on the host.
 """
 
 import functools
@@ -78,7 +79,9 @@ def _on_host(func: Callable[[Any], Any], block: Any) -> Any:
         return func(block)
     import cupy as cp
 
-    return cp.asarray(func(block.get()))
+    out = func(block.get())
+    # cupy has no datetime64, timedelta64 or object arrays: decoded times stay in host memory
+    return out if np.asarray(out).dtype.kind in "mMO" else cp.asarray(out)
 
 
 def _device_step(func: Callable[[Any], Any]) -> Callable[[Any], Any]:
