@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs on the GPU host, in the repo root, after the wheelhouse is installed (README: "GPU machine"):
-# the gpu-marked tests, `zarr-dask-gpu bench`, the overlap diagnosis and the thread-safety probe.
-# Logs and JSON go to $OUT (default /tmp/out). STEPS picks the steps (default: all four); each has
-# its own timeout, so that the whole fits one device call (10 minutes).
-# Usage: [STEPS="tests bench"] bash scripts/gpu_check.sh [pytest args...]
+# the gpu-marked tests, `zarr-dask-gpu bench`, the overlap diagnosis, the thread-safety probe, the
+# decode-overlap bisection and the state-dict benchmark (needs safetensors). Logs and JSON go to $OUT
+# (default /tmp/out). STEPS picks the steps (default: tests bench diag probe); each has its own
+# timeout: choose steps that fit one device call (10 minutes).
+# Usage: [STEPS="bisect tests bench"] bash scripts/gpu_check.sh [pytest args...]
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 STEPS=${STEPS:-tests bench diag probe}
@@ -23,5 +24,7 @@ step tests "${TEST_TIMEOUT:-240}" python3 -m pytest -q -m gpu -p no:cacheprovide
 step bench "${BENCH_TIMEOUT:-300}" python3 -m zarr_dask_gpu.cli bench --json "$OUT/bench.json" --chart "$OUT/performance.png" ${BENCH_ARGS:-}
 step diag "${DIAG_TIMEOUT:-120}" python3 benchmarks/diagnose_overlap.py
 step probe "${PROBE_TIMEOUT:-260}" python3 benchmarks/probe_threads.py
+step bisect "${BISECT_TIMEOUT:-150}" python3 benchmarks/probe_bisect.py --only backend-nvcomp pipeline pipeline-unbatched
+step dl "${DL_TIMEOUT:-400}" python3 benchmarks/state_dict_bench.py --gib "${DL_GIB:-8}" --json "$OUT/state_dict.json"
 for k in "${!rc[@]}"; do echo "$k rc=${rc[$k]}"; done
 exit $(( ${rc[tests]:-0} || ${rc[bench]:-0} ))
