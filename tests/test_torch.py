@@ -144,3 +144,11 @@ def test_a_slice_per_rank_reads_only_its_chunks(tmp_path, device):
     assert _same_bits(got["w"], w[rank_rows])
     with pytest.raises(StateDictMismatchError, match="not in"):
         load_state_dict(tmp_path / "sd.zarr", "cpu", slices={"x": (slice(0, 1),)})
+
+
+def test_dataloader_workers_share_the_batches(tmp_path):
+    a = zarr.create_array(tmp_path / "a.zarr", shape=(100, 4), chunks=(10, 4), dtype="i4")
+    a[...] = np.arange(400).reshape(100, 4)
+    ds = ZarrBatches(tmp_path / "a.zarr", 16, device="cpu")
+    got = list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2))
+    assert sorted(int(b[0, 0]) for b in got) == [0, 64, 128, 192, 256, 320, 384]  # each batch once
