@@ -218,3 +218,41 @@ def test_decoding_steps_run_on_the_device():
     assert _device_step(scale) is scale
     assert _device_step(functools.partial(np.asarray, dtype="u1")).func is _as_dtype
     assert _device_step(np.sqrt).func is _on_host
+
+
+ENCODINGS = {
+    "scale only": ("f4", {"dtype": "i2", "scale_factor": 0.01}),
+    "offset only": ("f8", {"dtype": "i4", "add_offset": 1000.0}),
+    "packed uint8 with fill": ("f4", {"dtype": "u1", "scale_factor": 0.5, "_FillValue": 255}),
+    "float16 storage": ("f4", {"dtype": "f2"}),
+    "int with fill": ("i4", {"_FillValue": -99}),
+    "datetime data": ("M8[ns]", {"units": "hours since 2000-01-01"}),
+    "timedelta data": ("m8[ns]", {"units": "minutes"}),
+}
+
+
+@pytest.mark.parametrize("case", list(ENCODINGS))
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"mask_and_scale": False}, {"decode_times": False, "decode_timedelta": False}]
+)
+def test_cf_encodings_decode_like_engine_zarr(tmp_path, device, case, kwargs):
+    dtype, encoding = ENCODINGS[case]
+    rng = np.random.default_rng(1)
+    if dtype.startswith("M8"):
+        values = pd.date_range("2000-01-01", periods=40, freq="D").values.reshape(8, 5)
+    elif dtype.startswith("m8"):
+        values = pd.to_timedelta(rng.integers(0, 1000, 40), "min").values.reshape(8, 5)
+    elif dtype.startswith("i"):
+        values = rng.integers(-50, 50, (8, 5)).astype(dtype)
+        values[0, 0] = -99
+    else:
+        values = np.round(rng.random((8, 5)) * 100, 1).astype(dtype)
+        values[1, 1] = np.nan
+    ds = xr.Dataset({"v": (("y", "x"), values)}, coords={"y": np.arange(8), "x": np.arange(5)})
+    ds.v.encoding.update(chunks=(4, 5), **encoding)
+    ds.to_zarr(tmp_path / "c.zarr", mode="w", consolidated=True)
+    ref = xr.open_dataset(tmp_path / "c.zarr", engine="zarr", **kwargs)
+    ours = zarr_dask_gpu.open_dataset(tmp_path / "c.zarr", device=device, **kwargs)
+    assert ours.v.dtype == ref.v.dtype
+    got = ours.v.data.compute()
+    np.testing.assert_array_equal(host(got) if hasattr(got, "get") else np.asarray(got), ref.v.values)
