@@ -21,8 +21,8 @@ V3_COMPRESSORS = {
     "gzip": [GzipCodec(level=1)],
     "zlib": [nz3.Zlib(level=1)],
     "lz4": [nz3.LZ4()],
-    "blosc": [BloscCodec(cname="lz4", shuffle="shuffle")],  # CPU fallback in this release
-    "crc32c": [ZstdCodec(level=1), Crc32cCodec()],  # CPU fallback in this release
+    "blosc": [BloscCodec(cname="lz4", shuffle="shuffle")],
+    "crc32c": [ZstdCodec(level=1), Crc32cCodec()],
 }
 V2_COMPRESSORS = {
     "none": None,

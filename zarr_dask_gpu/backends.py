@@ -39,13 +39,11 @@ class Backend(Protocol):
         """Held while a task decodes and assembles (the GPU backend's CUDA stream)."""
         ...
 
-    def decode(
-        self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: Any, direct: np.ndarray
-    ) -> list[Any | None]:
+    def decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: Any) -> list[Any | None]:
         """Each piece's whole chunk as an array of the chunk's shape, None if it is missing, or
         ``PLACED`` if it was decoded straight into ``out`` (the C-order block, of this backend's
-        array module) at byte offset ``direct[i]``. Only pieces with ``direct[i] >= 0`` may be
-        placed; a backend places any of them or none.
+        array module) where it lies whole and contiguous (``plan.direct_offsets``); a backend
+        places any such pieces or none.
 
         Raises
         ------
@@ -65,7 +63,7 @@ class CpuBackend:
         yield
 
     def decode(
-        self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: np.ndarray, direct: np.ndarray
+        self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: np.ndarray
     ) -> list[np.ndarray | None]:
         staged = host_reader(info).read(locate(info, [p.coords for p in pieces]))
         view = memoryview(staged.buffer)

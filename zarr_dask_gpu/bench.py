@@ -245,17 +245,16 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     # one task alone: its stages and its device memory, against its block's size
     from .gpu.backend import GpuBackend
     from .metadata import open_array_info
-    from .plan import block_pieces, direct_offsets
+    from .plan import block_pieces
     from .storage import locate
 
     info, backend = open_array_info(args.path), GpuBackend()
     stop = tuple(c[0] for c in x.chunks)
     pieces = block_pieces((0,) * x.ndim, stop, info.chunks)
-    direct = direct_offsets(pieces, stop, info.chunks, info.dtype.itemsize)
 
     def one_decode() -> None:
         with backend.context():
-            backend.decode(info, pieces, cp.empty(stop, dtype=info.dtype), direct)
+            backend.decode(info, pieces, cp.empty(stop, dtype=info.dtype))
 
     free()
     free0 = cp.cuda.runtime.memGetInfo()[0]

@@ -8,7 +8,7 @@ from .backends import PLACED, get_backend
 from .device import Device
 from .errors import BlockMemoryError, MissingChunkError
 from .metadata import ArrayInfo
-from .plan import block_pieces, direct_offsets
+from .plan import block_pieces
 
 
 def read_region(
@@ -36,10 +36,9 @@ def _read_region(
     pieces = block_pieces(start, stop, info.chunks)
     if not pieces:
         return xp.full(shape, info.fill_value, dtype=info.dtype)
-    direct = direct_offsets(pieces, shape, info.chunks, info.dtype.itemsize)
     with backend.context():
         out = xp.empty(shape, dtype=info.dtype)  # made on the task's stream, decoded into there
-        chunks = backend.decode(info, pieces, out, direct)
+        chunks = backend.decode(info, pieces, out)
         missing = [p for p, c in zip(pieces, chunks, strict=True) if c is None]
         if missing and strict:
             c = missing[0].coords

@@ -18,7 +18,7 @@ from ..codecs.logical import logical_chunk
 from ..errors import ChunkDecodeError
 from ..io import Staged, host_reader, place
 from ..metadata import ArrayInfo
-from ..plan import ChunkPiece
+from ..plan import ChunkPiece, direct_offsets
 from ..storage import locate
 from . import blosc, setup, validate
 from .batcher import Batcher, Job
@@ -130,11 +130,11 @@ class GpuBackend:
             j.keep = (src, dst, result)
 
     def decode(
-        self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: cp.ndarray, direct: np.ndarray
+        self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: cp.ndarray
     ) -> list[cp.ndarray | Slot | None]:
         """Device arrays of each piece's whole chunk (None where it is missing), or ``PLACED``: when
-        every present chunk can (``direct``, a plain chain, aligned offsets), nvCOMP decodes them
-        straight into the block ``out`` and no scratch of the block's size is needed."""
+        every present chunk can (whole and contiguous in the block, a plain chain, aligned offsets),
+        nvCOMP decodes them straight into the block ``out`` and no scratch of its size is needed."""
         chain = info.chain.gpu
         ranges = locate(info, [p.coords for p in pieces])
         if chain is None:  # a chain the GPU cannot decode: zarr-python on the host, then copy
@@ -178,10 +178,12 @@ class GpuBackend:
             )
             decoded, starts = _aligned(staged.buffer, offsets, sizes)
         else:
-            into = direct[present]
-            placed = (
-                chain.decodes_in_place(info.dtype) and (into >= 0).all() and not (into % _OUT_ALIGN).any()
+            into = (  # where each present chunk lies whole in the block, if the chain allows it
+                direct_offsets([pieces[i] for i in present], out.shape, info.chunks, info.dtype.itemsize)
+                if chain.decodes_in_place(info.dtype)
+                else None
             )
+            placed = into is not None and (into >= 0).all() and not (into % _OUT_ALIGN).any()
             if placed:
                 decoded, starts = out.reshape(-1).view(np.uint8), into
             else:
