@@ -134,7 +134,6 @@ def extra_dataset(
 ) -> None:
     """from_zarr_gpu and zarr-python enable_gpu() on dataset ``name``, warm, values checked."""
     import cupy as cp
-    import zarr
 
     from . import from_zarr_gpu
 
@@ -162,24 +161,26 @@ def extra_dataset(
         a.nbytes,
     )
 
-    def zarr_gpu() -> None:
-        with zarr.config.enable_gpu():
-            g = zarr.open_array(path, mode="r")[...]
-        cp.cuda.Device().synchronize()
-        del g
-        free()
-
-    def zarr_cpu() -> None:
-        g = cp.asarray(zarr.open_array(path, mode="r")[...])
-        cp.cuda.Device().synchronize()
-        del g
-        free()
-
-    for peer, fn in (("zarr-python enable_gpu()", zarr_gpu), ("zarr-python (CPU) + cupy.asarray", zarr_cpu)):
+    for peer, on_gpu in (("zarr-python enable_gpu()", True), ("zarr-python (CPU) + cupy.asarray", False)):
         try:
-            row(f"{name}: {peer}", timed(fn, 1), a.nbytes)
+            row(f"{name}: {peer}", timed(lambda on_gpu=on_gpu: zarr_read(path, on_gpu, free), 1), a.nbytes)
         except Exception as e:  # a peer that cannot read the dataset is a result, not a crash
             print(f"{name}: {peer} failed: {e}", flush=True)
+
+
+def zarr_read(path: str, on_gpu: bool, free: Any) -> None:
+    """The zarr-python peer: the whole array into device memory, with ``enable_gpu()`` or read on
+    the host and copied."""
+    import contextlib
+
+    import cupy as cp
+    import zarr
+
+    with zarr.config.enable_gpu() if on_gpu else contextlib.nullcontext():
+        g = cp.asarray(zarr.open_array(path, mode="r")[...])
+    cp.cuda.Device().synchronize()
+    del g
+    free()
 
 
 def timed(fn, repeat: int) -> float:
@@ -324,15 +325,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
             )
 
     if "zarr-gpu" not in skip:
-
-        def zarr_gpu() -> None:
-            with zarr.config.enable_gpu():
-                g = zarr.open_array(args.path, mode="r")[...]
-            cp.cuda.Device().synchronize()
-            del g
-            free()
-
-        row("zarr-python enable_gpu()", timed(zarr_gpu, 1))
+        row("zarr-python enable_gpu()", timed(lambda: zarr_read(args.path, True, free), 1))
 
     if "dask" not in skip:
 
