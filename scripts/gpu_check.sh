@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU host, in the repo root, after the wheelhouse is installed (README: "GPU machine"):
-# the gpu-marked tests, `zarr-dask-gpu bench`, the overlap diagnosis, the thread-safety probe, the
+# the gpu-marked tests, `zarr-dask-gpu bench`, the overlap diagnosis, the per-phase task timeline, the thread-safety probe, the
 # decode-overlap bisection and the state-dict benchmark (needs safetensors). Logs and JSON go to $OUT
 # (default /tmp/out). STEPS picks the steps (default: tests bench diag probe); each has its own
 # timeout: choose steps that fit one device call (10 minutes).
@@ -25,6 +25,8 @@ step bench "${BENCH_TIMEOUT:-300}" python3 -m zarr_dask_gpu.cli bench --json "$O
 step diag "${DIAG_TIMEOUT:-120}" python3 benchmarks/diagnose_overlap.py
 step probe "${PROBE_TIMEOUT:-260}" python3 benchmarks/probe_threads.py
 step bisect "${BISECT_TIMEOUT:-150}" python3 benchmarks/probe_bisect.py --only backend-nvcomp pipeline pipeline-unbatched
+step timeline "${TIMELINE_TIMEOUT:-200}" python3 benchmarks/timeline.py
+step scratch 60 python3 benchmarks/timeline.py --scratch
 step dl "${DL_TIMEOUT:-400}" python3 benchmarks/state_dict_bench.py --gib "${DL_GIB:-8}" --json "$OUT/state_dict.json"
 for k in "${!rc[@]}"; do echo "$k rc=${rc[$k]}"; done
 exit $(( ${rc[tests]:-0} || ${rc[bench]:-0} ))

@@ -1,0 +1,184 @@
+"""Where the whole read task's time goes when 16 run at once: per-phase host timings of every task,
+and the same pass with one phase taken out at a time.
+
+A task's phases (gpu/backend.py): the kvikio reads, the structure check (a kernel and a read-back),
+the nvCOMP launch, and the wait for its stream at the end of the task. Each case runs all blocks of
+the dataset twice on a thread pool (the second pass is timed) and prints the wall time, each phase's
+mean and max over tasks, and for the full case one line per task.
+
+Run on the GPU host after `zarr-dask-gpu bench` has written its dataset:
+    python3 benchmarks/timeline.py [--path /tmp/bench-a.zarr] [--threads 16]
+"""
+
+import argparse
+import contextlib
+import functools
+import os
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import cupy as cp
+import dask
+import numpy as np
+
+from zarr_dask_gpu.gpu import backend, validate
+from zarr_dask_gpu.gpu.reader import KvikioReader
+from zarr_dask_gpu.metadata import open_array_info
+from zarr_dask_gpu.sample import write_sample
+from zarr_dask_gpu.task import read_region
+
+_log: dict[int, list[tuple[str, float, float]]] = defaultdict(list)
+
+
+def _timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*a: Any, **k: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            _log[threading.get_ident()].append((name, t0, time.perf_counter()))
+
+    return wrapper
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--path", default="/tmp/bench-a.zarr")
+    p.add_argument("--threads", type=int, default=16)
+    p.add_argument("--rows-per-block", type=int, default=64)
+    p.add_argument("--scratch", action="store_true", help="only report nvCOMP's scratch requests")
+    args = p.parse_args()
+    if args.scratch:
+        return scratch(args.path)
+    write_sample(args.path, 4 << 30, 8 << 20)  # bench's dataset A; kept when it exists
+    info = open_array_info(args.path)
+    rows, cols = info.shape
+    boxes = [
+        ((r, 0), (min(r + args.rows_per_block, rows), cols)) for r in range(0, rows, args.rows_per_block)
+    ]
+    nbytes = info.dtype.itemsize * rows * cols
+
+    read, check, nvc = KvikioReader.read, validate.check_batch, backend.GpuBackend._nvcomp
+    ctx = backend.GpuBackend.context
+    KvikioReader.read = _timed("read", read)
+    validate.check_batch = _timed("check", check)
+    backend.GpuBackend._nvcomp = _timed("launch", nvc)
+
+    @contextlib.contextmanager
+    def timed_context(self: backend.GpuBackend) -> Iterator[None]:
+        t0 = time.perf_counter()
+        with ctx(self):
+            yield
+            t1 = time.perf_counter()
+        _log[threading.get_ident()].append(("wait", t1, time.perf_counter()))
+        _log[threading.get_ident()].append(("task", t0, time.perf_counter()))
+
+    backend.GpuBackend.context = timed_context
+    staged: dict[str, Any] = {}
+
+    def cached_read(self: KvikioReader, ranges: Any, skip: int = 0, align: int = 1) -> Any:
+        key = ranges[0].path
+        if key not in staged:
+            staged[key] = read(self, ranges, skip, align)
+        return staged[key]
+
+    cases: dict[str, Callable[[], Any]] = {
+        "full task": contextlib.nullcontext,
+        "no structure check": lambda: _patch(validate, "check_batch", lambda *a, **k: ([], True)),
+        "reads served from memory": lambda: _patch(KvikioReader, "read", _timed("read", cached_read)),
+        "no nvCOMP decode": lambda: _patch(backend.GpuBackend, "_nvcomp", lambda *a, **k: []),
+        "stream.synchronize() instead of polling": lambda: _patch(
+            backend.time, "sleep", lambda s: backend.GpuBackend._stream().synchronize()
+        ),
+    }
+    print(f"{len(boxes)} tasks, {nbytes / 1e9:.2f} GB, {args.threads} threads", flush=True)
+    for batching in (False, True):
+        for name, patch in cases.items():
+            with (
+                patch(),
+                dask.config.set({"zarr_dask_gpu.decode-batching": batching}),
+                ThreadPoolExecutor(args.threads) as ex,
+            ):
+                for _ in range(2):
+                    _log.clear()
+                    t0 = time.perf_counter()
+                    outs = list(ex.map(lambda b: read_region(info, *b, "gpu", False), boxes))
+                    cp.cuda.Device().synchronize()
+                    dt = time.perf_counter() - t0
+                    del outs
+            phases: dict[str, list[float]] = defaultdict(list)
+            for events in _log.values():
+                for ph, a, b in events:
+                    phases[ph].append(b - a)
+            summary = "  ".join(
+                f"{ph} {np.mean(v) * 1e3:5.0f}/{np.max(v) * 1e3:4.0f}" for ph, v in sorted(phases.items())
+            )
+            print(
+                f"batching={batching!s:5} {name:40s} {dt * 1e3:6.0f} ms {nbytes / dt / 1e9:5.2f} GB/s | "
+                f"mean/max ms: {summary}",
+                flush=True,
+            )
+            if name == "full task":
+                for tid, events in _log.items():
+                    print(
+                        f"    thread {tid % 10000:4d}: "
+                        + " ".join(f"{ph}@{(a - t0) * 1e3:.0f}+{(b - a) * 1e3:.0f}" for ph, a, b in events)
+                    )
+
+
+def scratch(path: str) -> None:
+    """The device memory nvCOMP asks for in one decode of n chunks of a task, per policy."""
+    from nvidia import nvcomp
+
+    from zarr_dask_gpu.plan import block_pieces
+    from zarr_dask_gpu.storage import locate
+
+    asked: list[int] = []
+
+    def alloc(nbytes: int, stream: int) -> Any:
+        asked.append(nbytes)
+        return cp.cuda.alloc(nbytes)
+
+    nvcomp.set_device_allocator(alloc)
+    info, be = open_array_info(path), backend.GpuBackend()
+    pieces = block_pieces((0, 0), (64, info.shape[1]), info.chunks)
+    st = be._reader.read(locate(info, [q.coords for q in pieces]), align=16)
+    expected = int(np.prod(info.chunks)) * info.dtype.itemsize
+    for policy in ("latency", "concurrency"):
+        for n in (1, 4, 8, 16, 32):
+            out = cp.empty(n * expected, np.uint8)
+            starts, sizes = np.arange(n) * expected, np.full(n, expected)
+            asked.clear()
+            with dask.config.set(
+                {"zarr_dask_gpu.nvcomp-policy": policy, "zarr_dask_gpu.decode-batching": False}
+            ):
+                t0 = time.perf_counter()
+                with be.context():
+                    be._nvcomp("zstd", st.buffer, st.offsets[:n], st.sizes[:n], out, starts, sizes, True)
+                dt = time.perf_counter() - t0
+            mib = sum(asked) / 2**20
+            print(
+                f"{policy:11s} {n:2d} chunks of {expected >> 20} MiB: {dt * 1e3:6.1f} ms, nvCOMP asked "
+                f"{mib:8.1f} MiB ({mib / n:5.1f} MiB/chunk), {len(asked)} allocations",
+                flush=True,
+            )
+    os._exit(0)  # nvCOMP's scratch in cupy's pool must not outlive CUDA at exit (docs/design.md)
+
+
+@contextlib.contextmanager
+def _patch(obj: Any, name: str, value: Any) -> Iterator[None]:
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, old)
+
+
+if __name__ == "__main__":
+    main()
