@@ -28,8 +28,8 @@ def _stream() -> cp.cuda.Stream:
     tid = threading.get_ident()
     with _lock:
         if tid not in _streams:
-            highest = cp.cuda.runtime.deviceGetStreamPriorityRange()[1]
-            _streams[tid] = cp.cuda.Stream(non_blocking=True, priority=highest)
+            # CUDA clamps a priority beyond the device's range to its highest (cupy has no range query)
+            _streams[tid] = cp.cuda.Stream(non_blocking=True, priority=-(1 << 10))
         return _streams[tid]
 
 
