@@ -106,7 +106,11 @@ def main() -> None:
             backend.time, "sleep", lambda s: backend.GpuBackend._stream().synchronize()
         ),
     }
-    print(f"{len(boxes)} tasks, {nbytes / 1e9:.2f} GB, {args.threads} threads", flush=True)
+    print(
+        f"{len(boxes)} tasks, {nbytes / 1e9:.2f} GB, {args.threads} threads, "
+        f"CUDA_DEVICE_MAX_CONNECTIONS={os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS')}",
+        flush=True,
+    )
     for batching in (False, True):
         for name, patch in cases.items():
             with (

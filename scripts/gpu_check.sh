@@ -26,6 +26,7 @@ step diag "${DIAG_TIMEOUT:-120}" python3 benchmarks/diagnose_overlap.py
 step probe "${PROBE_TIMEOUT:-260}" python3 benchmarks/probe_threads.py
 step bisect "${BISECT_TIMEOUT:-150}" python3 benchmarks/probe_bisect.py --only backend-nvcomp pipeline pipeline-unbatched
 step timeline "${TIMELINE_TIMEOUT:-200}" python3 benchmarks/timeline.py
+step timeline8 "${TIMELINE_TIMEOUT:-200}" env CUDA_DEVICE_MAX_CONNECTIONS=8 python3 benchmarks/timeline.py
 step scratch 60 python3 benchmarks/timeline.py --scratch
 step dl "${DL_TIMEOUT:-400}" python3 benchmarks/state_dict_bench.py --gib "${DL_GIB:-8}" --json "$OUT/state_dict.json"
 for k in "${!rc[@]}"; do echo "$k rc=${rc[$k]}"; done

@@ -25,7 +25,10 @@ def local_cluster(device: str = "auto", threads_per_worker: int = 8, **kwargs: A
     if resolve_device(device) == "gpu":
         from dask_cuda import LocalCUDACluster
 
-        return LocalCUDACluster(threads_per_worker=threads_per_worker, **kwargs)
+        env = {"CUDA_DEVICE_MAX_CONNECTIONS": os.environ["CUDA_DEVICE_MAX_CONNECTIONS"]}  # see __init__
+        return LocalCUDACluster(
+            threads_per_worker=threads_per_worker, env=env | kwargs.pop("env", {}), **kwargs
+        )
     kwargs.setdefault("n_workers", 1)
     kwargs.setdefault("threads_per_worker", os.cpu_count() or 1)
     kwargs.setdefault("dashboard_address", None)
