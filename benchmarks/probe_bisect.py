@@ -18,9 +18,8 @@ CASES = {
     "idle-iface": "as backend-streams, buffers as a CAI v3 naming an idle stream, batches tied to it",
     "backend-nvcomp": "GpuBackend._nvcomp, buffers from cp.asarray",
     "kvikio-staged": "as probe, after GpuBackend() and kvikio reads of the chunks",
-    "backend-nvcomp-kvikio": "GpuBackend._nvcomp on buffers read by kvikio (diagnose_overlap's row)",
-    "pipeline": "from_zarr_gpu(path).persist() on 16 threads, decode batching on",
-    "pipeline-unbatched": "from_zarr_gpu(path).persist() on 16 threads, decode batching off",
+    "backend-nvcomp-kvikio": "GpuBackend._nvcomp on buffers read by kvikio ",
+    "pipeline": "from_zarr_gpu(path).persist() on 16 threads",
 }
 
 
@@ -28,7 +27,6 @@ def case(path: str, name: str) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     import cupy as cp
-    import dask
     import numpy as np
     from nvidia import nvcomp
 
@@ -36,7 +34,6 @@ def case(path: str, name: str) -> None:
     from zarr_dask_gpu.plan import block_pieces
     from zarr_dask_gpu.storage import locate
 
-    dask.config.set({"zarr_dask_gpu.decode-batching": name == "pipeline"})
     if name.startswith("pipeline"):
         from zarr_dask_gpu import from_zarr_gpu
 

@@ -95,7 +95,6 @@ def main() -> None:
 
     cases: dict[str, Callable[[], Any]] = {
         "full task": contextlib.nullcontext,
-        "checks on the task's own stream": lambda: _patch(validate, "inspecting", contextlib.nullcontext),
         "D2H copy of the bytes in place of the check": lambda: _patch(
             validate, "check_batch", _timed("check", copy_back)
         ),
@@ -111,11 +110,11 @@ def main() -> None:
         f"CUDA_DEVICE_MAX_CONNECTIONS={os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS')}",
         flush=True,
     )
-    for batching in (False, True):
+    for limit in (None, "64MiB"):
         for name, patch in cases.items():
             with (
                 patch(),
-                dask.config.set({"zarr_dask_gpu.decode-batching": batching}),
+                dask.config.set({"zarr_dask_gpu.decode-call-bytes": limit}),
                 ThreadPoolExecutor(args.threads) as ex,
             ):
                 for _ in range(2):
@@ -133,7 +132,7 @@ def main() -> None:
                 f"{ph} {np.mean(v) * 1e3:5.0f}/{np.max(v) * 1e3:4.0f}" for ph, v in sorted(phases.items())
             )
             print(
-                f"batching={batching!s:5} {name:40s} {dt * 1e3:6.0f} ms {nbytes / dt / 1e9:5.2f} GB/s | "
+                f"call-bytes={limit!s:5} {name:40s} {dt * 1e3:6.0f} ms {nbytes / dt / 1e9:5.2f} GB/s | "
                 f"mean/max ms: {summary}",
                 flush=True,
             )
@@ -146,7 +145,8 @@ def main() -> None:
 
 
 def scratch(path: str) -> None:
-    """The device memory nvCOMP asks for in one decode of n chunks of a task, per policy."""
+    """The device memory nvCOMP asks for in one decode of n chunks, per policy; and one whole task's
+    peak device memory (staging, block and scratch, all through cupy's pool) per decode-call-bytes."""
     from nvidia import nvcomp
 
     from zarr_dask_gpu.plan import block_pieces
@@ -160,17 +160,15 @@ def scratch(path: str) -> None:
 
     nvcomp.set_device_allocator(alloc)
     info, be = open_array_info(path), backend.GpuBackend()
-    pieces = block_pieces((0, 0), (64, info.shape[1]), info.chunks)
-    st = be._reader.read(locate(info, [q.coords for q in pieces]), align=16)
+    box = ((0, 0), (64, info.shape[1]))
+    st = be._reader.read(locate(info, [q.coords for q in block_pieces(*box, info.chunks)]), align=16)
     expected = int(np.prod(info.chunks)) * info.dtype.itemsize
     for policy in ("latency", "concurrency"):
         for n in (1, 4, 8, 16, 32):
             out = cp.empty(n * expected, np.uint8)
             starts, sizes = np.arange(n) * expected, np.full(n, expected)
             asked.clear()
-            with dask.config.set(
-                {"zarr_dask_gpu.nvcomp-policy": policy, "zarr_dask_gpu.decode-batching": False}
-            ):
+            with dask.config.set({"zarr_dask_gpu.nvcomp-policy": policy}):
                 t0 = time.perf_counter()
                 with be.context():
                     be._nvcomp("zstd", st.buffer, st.offsets[:n], st.sizes[:n], out, starts, sizes, True)
@@ -181,6 +179,24 @@ def scratch(path: str) -> None:
                 f"{mib:8.1f} MiB ({mib / n:5.1f} MiB/chunk), {len(asked)} allocations",
                 flush=True,
             )
+    del st, out
+    pool = cp.get_default_memory_pool()
+    for limit in (None, "128MiB", "64MiB", "32MiB"):
+        with dask.config.set({"zarr_dask_gpu.decode-call-bytes": limit}):
+            cp.cuda.Device().synchronize()
+            pool.free_all_blocks()
+            asked.clear()
+            t0 = time.perf_counter()
+            block = read_region(info, *box, "gpu", False)
+            cp.cuda.Device().synchronize()
+            dt = time.perf_counter() - t0
+        print(
+            f"one task, decode-call-bytes={limit}: {dt * 1e3:6.1f} ms, peak device memory (cupy pool "
+            f"high-water, scratch included) {pool.total_bytes() / block.nbytes:.2f}x its block, "
+            f"{len(asked)} scratch allocations of {sum(asked) / block.nbytes:.2f}x in all",
+            flush=True,
+        )
+        del block
     os._exit(0)  # nvCOMP's scratch in cupy's pool must not outlive CUDA at exit (docs/design.md)
 
 

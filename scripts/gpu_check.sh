@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Runs on the GPU host, in the repo root, after the wheelhouse is installed (README: "GPU machine"):
-# the gpu-marked tests, `zarr-dask-gpu bench`, the overlap diagnosis, the per-phase task timeline, the thread-safety probe, the
-# decode-overlap bisection and the state-dict benchmark (needs safetensors). Logs and JSON go to $OUT
-# (default /tmp/out). STEPS picks the steps (default: tests bench diag probe); each has its own
+# the gpu-marked tests, `zarr-dask-gpu bench`, the per-phase task timeline (at 32 and at 8 CUDA
+# connections), nvCOMP's scratch and a task's peak memory, the thread-safety probe, the decode-overlap
+# bisection and the state-dict benchmark (needs safetensors). Logs and JSON go to $OUT (default
+# /tmp/out). STEPS picks the steps (default: tests bench timeline scratch); each has its own
 # timeout: choose steps that fit one device call (10 minutes).
 # Usage: [STEPS="bisect tests bench"] bash scripts/gpu_check.sh [pytest args...]
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
-STEPS=${STEPS:-tests bench diag probe}
+STEPS=${STEPS:-tests bench timeline scratch}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
@@ -22,9 +23,8 @@ step() {  # name, timeout, command...
 step tests "${TEST_TIMEOUT:-240}" python3 -m pytest -q -m gpu -p no:cacheprovider -o faulthandler_timeout=60 "$@"
 # shellcheck disable=SC2086  # BENCH_ARGS holds several words
 step bench "${BENCH_TIMEOUT:-300}" python3 -m zarr_dask_gpu.cli bench --json "$OUT/bench.json" --chart "$OUT/performance.png" ${BENCH_ARGS:-}
-step diag "${DIAG_TIMEOUT:-120}" python3 benchmarks/diagnose_overlap.py
 step probe "${PROBE_TIMEOUT:-260}" python3 benchmarks/probe_threads.py
-step bisect "${BISECT_TIMEOUT:-150}" python3 benchmarks/probe_bisect.py --only backend-nvcomp pipeline pipeline-unbatched
+step bisect "${BISECT_TIMEOUT:-150}" python3 benchmarks/probe_bisect.py --only backend-nvcomp pipeline
 step timeline "${TIMELINE_TIMEOUT:-200}" python3 benchmarks/timeline.py
 step timeline8 "${TIMELINE_TIMEOUT:-200}" env CUDA_DEVICE_MAX_CONNECTIONS=8 python3 benchmarks/timeline.py
 step scratch 60 python3 benchmarks/timeline.py --scratch

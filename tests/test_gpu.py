@@ -70,16 +70,21 @@ def test_blocks_stay_on_device_and_threads_decode_concurrently(tmp_path):
 
 
 def test_large_batch_in_one_task(tmp_path):
+    import dask
+
     a = zarr.create_array(tmp_path / "a.zarr", shape=(512, 2048), chunks=(1, 2048), dtype="i8")
     a[...] = sample(a.shape, "i8")
     x = from_zarr_gpu(tmp_path / "a.zarr", chunks=-1, device="gpu")  # 512 chunks, one decode call
     np.testing.assert_array_equal(host(x.compute()), a[...])
+    with dask.config.set({"zarr_dask_gpu.decode-call-bytes": "1MB"}):  # 61 calls of 8 or 9 chunks
+        np.testing.assert_array_equal(host(x.compute()), a[...])
 
 
-@pytest.mark.parametrize("batching", [True, False])
-def test_concurrent_tasks_of_several_codecs_merge_correctly(tmp_path, batching):
-    """Tasks of arrays with different codecs and chunk sizes run at once: with batching, their decodes
-    are merged per compression into shared nvCOMP calls; every block must still be its own."""
+@pytest.mark.parametrize("call_bytes", [None, "64KiB"])
+def test_concurrent_tasks_of_several_codecs_read_correctly(tmp_path, call_bytes):
+    """Tasks of arrays with different codecs and chunk sizes run at once, each on its own stream, with
+    a task's batch in one nvCOMP call or split into calls of about one chunk; every block must still
+    be its own."""
     from concurrent.futures import ThreadPoolExecutor
 
     import dask
@@ -98,7 +103,7 @@ def test_concurrent_tasks_of_several_codecs_merge_correctly(tmp_path, batching):
         )
         a[...] = sample(a.shape, "f4", seed=i)
         arrays[name] = (a, from_zarr_gpu(tmp_path / f"{name}.zarr", chunks=(12, 3000), device="gpu"))
-    with dask.config.set({"zarr_dask_gpu.decode-batching": batching}):
+    with dask.config.set({"zarr_dask_gpu.decode-call-bytes": call_bytes}):
 
         def read(name: str) -> None:
             a, x = arrays[name]

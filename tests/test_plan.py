@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zarr_dask_gpu.plan import block_chunks, block_pieces
+from zarr_dask_gpu.plan import block_chunks, block_pieces, decode_calls
 
 
 @st.composite
@@ -95,3 +95,14 @@ def test_direct_offsets_agree_with_numpy_layout():
                 assert region.tolist() == list(range(off, off + region.size))
             else:  # and every such run is found
                 assert not (region.size == np.prod(chunks) and (np.diff(region) == 1).all())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 1000), min_size=1, max_size=60), st.integers(1, 3000))
+def test_decode_calls_cover_the_batch_in_order_within_the_limit(sizes, limit):
+    calls = decode_calls(np.array(sizes), limit)
+    assert np.array_equal(np.concatenate(calls), np.arange(len(sizes)))
+    assert all(len(c) for c in calls)
+    for c in calls:  # over the limit by less than one item (its first, which may straddle a multiple)
+        assert sum(sizes[i] for i in c[1:]) <= limit
+    assert len(decode_calls(np.array(sizes), None)) == 1

@@ -17,10 +17,9 @@ DEFAULTS: dict[str, Any] = {
     "cpu-threads": 0,
     # kvikio IO threads per process on the GPU path; 0 means os.cpu_count()
     "kvikio-threads": 0,
-    # merge the decodes of concurrent tasks into one nvCOMP call (gpu/batcher.py) ...
-    "decode-batching": True,
-    # ... issued round-robin on this many CUDA streams, so that merged calls overlap too
-    "decode-streams": 4,
+    # decoded bytes per nvCOMP call (None: a task's whole batch in one call); nvCOMP's zstd scratch is
+    # about 3x the bytes a call decodes, so this bounds a task's device memory at some cost in speed
+    "decode-call-bytes": None,
     # nvCOMP's execution policy: "latency" or "concurrency" (nvCOMP's default)
     "nvcomp-policy": "latency",
     # transient IO errors (EIO, EAGAIN, a short read) are retried this often, backing off from the delay

@@ -100,3 +100,14 @@ def _aligned_blocks(
         if n * stored[axis] < shape[axis]:
             break
     return normalize_chunks(tuple(block), shape)
+
+
+def decode_calls(out_sizes: np.ndarray, limit: int | str | None) -> list[np.ndarray]:
+    """The items of a decode batch split into consecutive calls of about ``limit`` decoded bytes (by
+    the multiple of ``limit`` their last byte falls under: a call exceeds it by less than one item);
+    one call when there is no limit."""
+    if limit is None:
+        return [np.arange(len(out_sizes))]
+    cut = (np.cumsum(out_sizes) - 1) // max(parse_bytes(limit), 1)
+    starts = np.flatnonzero(np.diff(cut, prepend=-1))
+    return np.split(np.arange(len(out_sizes)), starts[1:])

@@ -3,8 +3,8 @@
 A state dict is a zarr v3 group with one array per tensor (in the dict's order, listed in the
 group's attributes). Dtypes numpy lacks (bfloat16, the float8 kinds) are stored exactly, as their
 raw bits (uint16, uint8), with the tensor's dtype in the array's ``torch_dtype`` attribute. Loading
-builds one read task per tensor and computes them together, so on the GPU the decodes of all
-tensors are merged into large nvCOMP calls (``gpu/batcher.py``). Imports torch.
+builds one read task per tensor and computes them together, so on the GPU the reads and decodes of
+many tensors run at once, each task on its own CUDA stream. Imports torch.
 """
 
 import math

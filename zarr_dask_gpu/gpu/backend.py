@@ -18,10 +18,9 @@ from ..codecs.logical import logical_chunk
 from ..errors import ChunkDecodeError
 from ..io import Staged, host_reader, place
 from ..metadata import ArrayInfo
-from ..plan import ChunkPiece, direct_offsets
+from ..plan import ChunkPiece, decode_calls, direct_offsets
 from ..storage import locate
 from . import blosc, setup, validate
-from .batcher import Batcher, Job
 from .reader import KvikioReader
 
 _ALGORITHMS = {"zstd": "Zstd", "gzip": "Gzip", "zlib": "Deflate", "lz4": "LZ4"}  # blosc streams too
@@ -34,7 +33,6 @@ _lock = threading.Lock()
 _streams: dict[int, cp.cuda.Stream] = {}
 _codecs: dict[tuple[int, str, str], nvcomp.Codec] = {}
 _held: dict[int, list[object]] = {}  # per thread: nvCOMP batches whose decode may still run
-_batcher: list[Batcher] = []  # the process's dispatcher of merged decodes, made on first use
 _idle: list[cp.cuda.Stream] = []  # the stream nvCOMP's batches name (_Interface)
 
 
@@ -45,7 +43,6 @@ def _release() -> None:
             cp.cuda.Device().synchronize()
         _codecs.clear()
         _streams.clear()
-        _batcher.clear()
         _held.clear()
         _idle.clear()
 
@@ -91,8 +88,8 @@ class GpuBackend:
         On the H200, 16 x 32-chunk decodes from 16 threads took 0.19 s where the batches lived
         until the decode had run and 2.0 s (one after another) where they were dropped right after
         the launch; every other difference was ruled out (benchmarks/probe_bisect.py). So a batch
-        dropped while its decode runs is taken to wait for it, holding the GIL. The pipeline with
-        this hold has yet to run on the GPU (docs/performance.md).
+        dropped while its decode runs is taken to wait for it, holding the GIL. With this hold the
+        whole pipeline's decodes overlap too (docs/performance.md).
         """
         _held.setdefault(threading.get_ident(), []).extend(objects)
 
@@ -109,25 +106,6 @@ class GpuBackend:
                     execution_policy=getattr(nvcomp.ExecutionPolicy, policy.upper()),
                 )
             return _codecs[key]
-
-    @classmethod
-    def _batched(cls) -> Batcher:
-        with _lock:
-            if not _batcher:
-                streams = [cp.cuda.Stream(non_blocking=True) for _ in range(config.get("decode-streams"))]
-                _batcher.append(Batcher(cls._launch, streams))
-            return _batcher[0]
-
-    @classmethod
-    def _launch(cls, compression: str, stream: cp.cuda.Stream, jobs: list[Job]) -> None:
-        """One sized nvCOMP decode of the merged ``jobs``, on ``stream`` (the dispatcher's)."""
-        src = _carve([j.src for j in jobs], [j.offsets for j in jobs], [j.sizes for j in jobs])
-        dst = _carve([j.out for j in jobs], [j.out_offsets for j in jobs], [j.out_sizes for j in jobs])
-        codec = cls._codec(compression, stream)
-        sizes = np.concatenate([j.out_sizes for j in jobs])
-        result = codec.decode(src, out=dst, decompression_config=_sized_config(codec, sizes))
-        for j in jobs:  # the tasks hold the batches until their streams have passed the decode
-            j.keep = (src, dst, result)
 
     def decode(
         self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: cp.ndarray
@@ -250,40 +228,34 @@ class GpuBackend:
         out_sizes: np.ndarray,
         sized: bool,
     ) -> list[tuple[int, str]]:
-        """One batched nvCOMP decode into ``out``; the items whose decoded size is wrong, as
-        (index, reason). ``sized`` batches (every stated size checked against the metadata) decode
-        without a host sync; the others let nvCOMP parse headers, then check the sizes it reports."""
-        if sized and config.get("decode-batching"):
-            stream = self._stream()
-            job = Job(compression, buffer, offsets, sizes, out, out_offsets, out_sizes, stream.record())
-            self._batched().decode(job, stream)
-            self._keep(job)
-            return []
-        n = len(offsets)
+        """Batched nvCOMP decodes into ``out``, of at most ``decode-call-bytes`` decoded bytes each;
+        the items whose decoded size is wrong, as (index, reason). ``sized`` batches (every stated
+        size checked against the metadata) decode without a host sync; the others let nvCOMP parse
+        headers, then check the sizes it reports."""
         stream = self._stream()
         codec = self._codec(compression, stream)
-        src = _carve([buffer], [offsets], [sizes])
-        dst = _carve([out], [out_offsets], [out_sizes])
-        if sized:
-            self._keep(
-                src, dst, codec.decode(src, out=dst, decompression_config=_sized_config(codec, out_sizes))
-            )
-            return []
-        try:
-            result = codec.decode(src, out=dst)
-            stream.synchronize()  # the batches name the idle stream (_carve): wait for the decode's
-            got = result.buffer_sizes
-        except ValueError as e:  # nvCOMP's own size check: "Output array 3 capacity ... too small"
-            m = re.search(r"Output array (\d+)", str(e))
-            return [
-                (j, f"decodes to more than {out_sizes[j]} bytes ({e})")
-                for j in ([int(m.group(1))] if m else range(n))
+        bad: list[tuple[int, str]] = []
+        for part in decode_calls(out_sizes, config.get("decode-call-bytes")):
+            src = _carve([buffer], [offsets[part]], [sizes[part]])
+            dst = _carve([out], [out_offsets[part]], [out_sizes[part]])
+            if sized:
+                config_ = _sized_config(codec, out_sizes[part])
+                self._keep(src, dst, codec.decode(src, out=dst, decompression_config=config_))
+                continue
+            try:
+                result = codec.decode(src, out=dst)
+                stream.synchronize()  # the batches name the idle stream (_carve): wait for the decode's
+                got = result.buffer_sizes
+            except ValueError as e:  # nvCOMP's own size check: "Output array 3 capacity ... too small"
+                m = re.search(r"Output array (\d+)", str(e))
+                which = [int(part[int(m.group(1))])] if m else part.tolist()
+                return [(j, f"decodes to more than {out_sizes[j]} bytes ({e})") for j in which]
+            bad += [
+                (int(j), f"decoded to {g} bytes, metadata says {out_sizes[j]}")
+                for j, g in zip(part, got, strict=True)
+                if g != out_sizes[j]
             ]
-        return [
-            (j, f"decoded to {g} bytes, metadata says {out_sizes[j]}")
-            for j, g in enumerate(got)
-            if g != out_sizes[j]
-        ]
+        return bad
 
 
 class _Interface:

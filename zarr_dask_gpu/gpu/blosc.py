@@ -17,7 +17,6 @@ import numpy as np
 
 from ..codecs.headers import blosc_layout, check_blosc
 from .kernels import BLOSC_SOURCE
-from .priority import inspecting
 
 _THREADS = 256
 
@@ -44,8 +43,7 @@ def decode_batch(
     (frame index, reason); ``frames`` maps each stream to its frame.
     """
     n = len(offsets)
-    with inspecting():
-        heads = buffer[cp.asarray(offsets)[:, None] + cp.arange(16)].get()
+    heads = buffer[cp.asarray(offsets)[:, None] + cp.arange(16)].get()
     bad = [(i, why) for i in range(n) if (why := check_blosc(bytes(heads[i]), int(sizes[i]), expected))]
     if bad:
         return bad
@@ -61,25 +59,24 @@ def decode_batch(
     mode = np.where(shuffled, np.where(byte, 1, 2), 0)
     target = cp.empty_like(out) if shuffled.any() else out
     mod = _module()
-    with inspecting():
-        mod.get_function("streams")(
-            ((n + _THREADS - 1) // _THREADS,),
-            (_THREADS,),
-            (
-                buffer,
-                cp.asarray(offsets),
-                cp.asarray(sizes),
-                cp.asarray(row0),
-                cp.asarray(out_offsets),
-                *table,
-                status,
-                np.int64(n),
-            ),
-        )
-        st = status.get()
-        src, csize, dst, dsize = (t.get() for t in table)
+    mod.get_function("streams")(
+        ((n + _THREADS - 1) // _THREADS,),
+        (_THREADS,),
+        (
+            buffer,
+            cp.asarray(offsets),
+            cp.asarray(sizes),
+            cp.asarray(row0),
+            cp.asarray(out_offsets),
+            *table,
+            status,
+            np.int64(n),
+        ),
+    )
+    st = status.get()
     if st.any():
         return [(int(i), "corrupt blosc block table or split headers") for i in np.flatnonzero(st)]
+    src, csize, dst, dsize = (t.get() for t in table)
     unit = np.repeat(np.arange(n), rows)
     stored = csize == dsize
     if stored.any():

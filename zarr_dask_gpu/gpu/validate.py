@@ -12,7 +12,6 @@ import cupy as cp
 import numpy as np
 
 from .kernels import CRC32C_SOURCE, VALIDATE_SOURCE
-from .priority import inspecting
 
 # "lz4" is numcodecs' (a 4-byte size, then a block); "lz4-block" a bare block, as blosc stores them
 _KINDS = {"zstd": 1, "gzip": 2, "zlib": 3, "lz4": 4, "lz4-block": 5}
@@ -44,25 +43,24 @@ def check_batch(
     """
     n = len(offsets)
     expected_all = np.broadcast_to(np.asarray(expected, dtype=np.int64), (n,))
-    with inspecting():
-        status = cp.empty(n, dtype=np.int32)
-        claimed = cp.empty(n, dtype=np.int64)
-        threads = 128
-        _kernel()(
-            ((n + threads - 1) // threads,),
-            (threads,),
-            (
-                buffer,
-                cp.asarray(offsets, dtype=np.int64),
-                cp.asarray(sizes, dtype=np.int64),
-                np.int32(_KINDS[compression]),
-                cp.asarray(expected_all),
-                status,
-                claimed,
-                np.int32(n),
-            ),
-        )
-        status_h, claimed_h = status.get(), claimed.get()
+    status = cp.empty(n, dtype=np.int32)
+    claimed = cp.empty(n, dtype=np.int64)
+    threads = 128
+    _kernel()(
+        ((n + threads - 1) // threads,),
+        (threads,),
+        (
+            buffer,
+            cp.asarray(offsets, dtype=np.int64),
+            cp.asarray(sizes, dtype=np.int64),
+            np.int32(_KINDS[compression]),
+            cp.asarray(expected_all),
+            status,
+            claimed,
+            np.int32(n),
+        ),
+    )
+    status_h, claimed_h = status.get(), claimed.get()
     bad = np.flatnonzero(status_h)
     # gzip states the size modulo 2**32 only
     sized = bool((claimed_h >= 0).all()) and not (compression == "gzip" and expected_all.max() >= 2**32)
@@ -87,11 +85,10 @@ def _crc_kernel() -> cp.RawKernel:
 def crc32c_mismatches(buffer: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """Indices of the chunks whose last 4 bytes are not the crc32c of the rest (one CUDA block each)."""
     n = len(offsets)
-    with inspecting():
-        mismatch = cp.zeros(n, dtype=np.int32)
-        _crc_kernel()(
-            (n,),
-            (256,),
-            (buffer, cp.asarray(offsets, dtype=np.int64), cp.asarray(sizes, dtype=np.int64), mismatch),
-        )
-        return np.flatnonzero(mismatch.get())
+    mismatch = cp.zeros(n, dtype=np.int32)
+    _crc_kernel()(
+        (n,),
+        (256,),
+        (buffer, cp.asarray(offsets, dtype=np.int64), cp.asarray(sizes, dtype=np.int64), mismatch),
+    )
+    return np.flatnonzero(mismatch.get())
