@@ -7,7 +7,12 @@ import zarr
 torch = pytest.importorskip("torch")
 
 from zarr_dask_gpu import ChunkDecodeError, from_zarr_gpu  # noqa: E402
-from zarr_dask_gpu.state_dict import StateDictMismatchError, load_state_dict, save_state_dict  # noqa: E402
+from zarr_dask_gpu.state_dict import (  # noqa: E402
+    StateDictMismatchError,
+    load_state_dict,
+    placement,
+    save_state_dict,
+)
 from zarr_dask_gpu.tensors import ZarrBatches, as_tensor  # noqa: E402
 
 from .conftest import sample  # noqa: E402
@@ -97,6 +102,54 @@ def test_large_tensors_are_sharded_and_read_exactly(tmp_path, device):
     assert w.shards is not None and w.dtype == np.uint16 and w.attrs["torch_dtype"] == "bfloat16"
     got = load_state_dict(tmp_path / "sd.zarr", _torch_device(device))
     assert _same_bits(got["w"], sd["w"]) and _same_bits(got["b"], sd["b"])
+
+
+def test_placement_balances_a_list_of_devices_and_checks_a_mapping():
+    nbytes = {"a": 100, "b": 60, "c": 50, "d": 10}
+    got = placement(nbytes, [torch.device("cpu"), "cpu"])
+    assert set(got.values()) == {torch.device("cpu")}
+    # two distinct devices: largest first, each to the least loaded
+    load = {}
+    for name, dev in _placement_by_index(nbytes, 2).items():
+        load[dev] = load.get(dev, 0) + nbytes[name]
+    assert sorted(load.values()) == [110, 110]  # a: 0; b, c: 1; d: 0
+    assert placement(nbytes, {n: "cpu" for n in nbytes}) == dict.fromkeys(nbytes, torch.device("cpu"))
+    with pytest.raises(StateDictMismatchError, match=r"missing \['d'\].*not in the state dict \['x'\]"):
+        placement(nbytes, {"a": "cpu", "b": "cpu", "c": "cpu", "x": "cpu"})
+    with pytest.raises(ValueError, match="'cuda', 'cuda:N' or 'cpu'"):
+        placement(nbytes, "meta")
+    with pytest.raises(ValueError, match="empty list"):
+        placement(nbytes, [])
+
+
+def _placement_by_index(nbytes, n):
+    """placement's balancing over ``n`` distinct devices, without needing n GPUs: cuda:i devices are
+    only named, never touched, when they carry an index."""
+    return placement(nbytes, [f"cuda:{i}" for i in range(n)])
+
+
+def test_load_onto_a_list_or_mapping_of_devices(tmp_path, device):
+    sd = {f"w{i}": _random((40 + i, 8), torch.bfloat16 if i % 2 else torch.float32, i) for i in range(6)}
+    save_state_dict(sd, tmp_path / "sd.zarr")
+    dev = _torch_device(device)
+    for spec in ([dev], [dev, dev], {n: dev for n in sd}):
+        got = load_state_dict(tmp_path / "sd.zarr", spec, expected=sd)
+        assert list(got) == list(sd)
+        for name, t in sd.items():
+            assert got[name].device.type == dev and _same_bits(got[name], t), (spec, name)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_tensors_spread_over_several_gpus(tmp_path):
+    sd = {f"w{i}": _random((64, 64), torch.float32, i) for i in range(8)}
+    save_state_dict(sd, tmp_path / "sd.zarr")
+    got = load_state_dict(tmp_path / "sd.zarr", ["cuda:0", "cuda:1"])
+    assert {t.device.index for t in got.values()} == {0, 1}
+    for name, t in sd.items():
+        assert _same_bits(got[name], t), name
+    got = load_state_dict(tmp_path / "sd.zarr", {n: f"cuda:{i % 2}" for i, n in enumerate(sd)})
+    assert [t.device.index for t in got.values()] == [i % 2 for i in range(8)]
 
 
 def test_mismatch_with_the_model_raises_before_reading(tmp_path):

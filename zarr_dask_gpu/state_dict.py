@@ -9,7 +9,8 @@ many tensors run at once, each task on its own CUDA stream. Imports torch.
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import dask
@@ -100,9 +101,12 @@ def save_state_dict(
         a[...] = host
 
 
+Devices = str | torch.device | Sequence[str | torch.device] | Mapping[str, str | torch.device]
+
+
 def load_state_dict(
     path: str | os.PathLike,
-    device: str = "cuda",
+    device: Devices = "cuda",
     *,
     expected: Mapping[str, torch.Tensor] | None = None,
     slices: Mapping[str, tuple[slice, ...]] | None = None,
@@ -112,8 +116,10 @@ def load_state_dict(
     Parameters
     ----------
     device
-        "cuda" (the current GPU: read with kvikio, decoded with nvCOMP, all tensors together) or
-        "cpu".
+        Where the tensors go: one device ("cuda", the current GPU; "cuda:N"; "cpu"), a list of
+        devices (the tensors spread over them, balanced by bytes) or a mapping from every tensor's
+        name to its device. A GPU's tensors are read with kvikio and decoded with nvCOMP on that GPU,
+        by threads bound to it; the devices' reads run at once.
     expected
         A state dict (a model's ``state_dict()``) to check names, shapes and dtypes against before
         anything is read (shapes after ``slices``).
@@ -128,9 +134,6 @@ def load_state_dict(
     ChunkDecodeError
         A chunk is damaged; the message names the tensor's array and the key.
     """
-    dev = {"cuda": "gpu", "cpu": "cpu"}.get(str(device))
-    if dev is None:
-        raise ValueError(f"device must be 'cuda' or 'cpu', got {device!r}")
     root = zarr.open_group(os.fspath(path), mode="r")
     meta = root.attrs.get("zarr_dask_gpu", {})
     if meta.get("kind") != _KIND:
@@ -140,19 +143,78 @@ def load_state_dict(
     unknown = set(slices or ()) - set(arrays)
     if unknown:
         raise StateDictMismatchError(f"slices name tensors not in {path}: {sorted(unknown)}")
+    places = placement({n: a.nbytes for n, a in arrays.items()}, device)
     lazy = {
-        name: from_zarr_gpu(a, chunks=-1, device=dev)[(slices or {}).get(name, ...)]
+        name: from_zarr_gpu(a, chunks=-1, device="cpu" if places[name].type == "cpu" else "gpu")[
+            (slices or {}).get(name, ...)
+        ]
         for name, a in arrays.items()
     }
     if expected is not None:
         _check(path, {n: x.shape for n, x in lazy.items()}, dtypes, expected)
-    workers = min(len(lazy), os.cpu_count() or 1) or 1
-    blocks = dask.compute(*lazy.values(), scheduler="threads", num_workers=workers)
+    groups: dict[torch.device, list[str]] = {}
+    for name in arrays:
+        groups.setdefault(places[name], []).append(name)
+    with ThreadPoolExecutor(len(groups)) as ex:  # every device's reads at once
+        done = ex.map(lambda g: _compute(g, [lazy[n] for n in groups[g]]), groups)
+        blocks = {
+            n: b for g, bs in zip(groups, done, strict=True) for n, b in zip(groups[g], bs, strict=True)
+        }
     out = {}
-    for name, block in zip(arrays, blocks, strict=True):
-        t = as_tensor(block)
+    for name in arrays:
+        t = as_tensor(blocks[name])
         out[name] = t.view(dtypes[name]) if _name(dtypes[name]) in _RAW_BITS else t
     return out
+
+
+def placement(nbytes: Mapping[str, int], device: Devices) -> dict[str, torch.device]:
+    """Each tensor's device: ``device`` itself, the least loaded (by bytes, largest tensors first) of
+    a list of devices, or a mapping's entry for every tensor. "cuda" without an index is the
+    current GPU."""
+    if isinstance(device, Mapping):
+        missing, extra = set(nbytes) - set(device), set(device) - set(nbytes)
+        if missing or extra:
+            raise StateDictMismatchError(
+                f"the device mapping must name every tensor read: missing {sorted(missing)}, "
+                f"not in the state dict {sorted(extra)}"
+            )
+        return {n: _device(device[n]) for n in nbytes}
+    if isinstance(device, str | torch.device):
+        return dict.fromkeys(nbytes, _device(device))
+    devices = [_device(d) for d in device]
+    if not devices:
+        raise ValueError("device: an empty list of devices")
+    load = dict.fromkeys(devices, 0)  # duplicates count once
+    out = {}
+    for name in sorted(nbytes, key=lambda n: -nbytes[n]):
+        target = min(load, key=load.__getitem__)
+        out[name] = target
+        load[target] += nbytes[name]
+    return out
+
+
+def _device(d: str | torch.device) -> torch.device:
+    dev = torch.device(d)
+    if dev.type not in ("cuda", "cpu"):
+        raise ValueError(f"device must be 'cuda', 'cuda:N' or 'cpu', got {d!r}")
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    return dev
+
+
+def _compute(device: torch.device, arrays: list[Any]) -> tuple[Any, ...]:
+    """Compute ``arrays`` on threads bound to ``device`` (cupy's current device is per thread)."""
+    workers = min(len(arrays), os.cpu_count() or 1)
+    if device.type == "cpu":
+        return dask.compute(*arrays, scheduler="threads", num_workers=workers)
+    with ThreadPoolExecutor(workers, initializer=_use_gpu, initargs=(device.index,)) as pool:
+        return dask.compute(*arrays, scheduler="threads", pool=pool)
+
+
+def _use_gpu(index: int) -> None:
+    import cupy
+
+    cupy.cuda.Device(index).use()
 
 
 def _check(

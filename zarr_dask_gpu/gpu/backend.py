@@ -30,17 +30,17 @@ _lock = threading.Lock()
 # per thread: a CUDA stream; per stream: nvCOMP codecs (a Codec is bound to one stream and is not
 # thread-safe; each stream is used by one thread). Kept in one registry, not thread-locals, so that
 # they are released at exit while CUDA is still up.
-_streams: dict[int, cp.cuda.Stream] = {}
+_streams: dict[tuple[int, int], cp.cuda.Stream] = {}  # per (thread, device)
 _codecs: dict[tuple[int, str, str], nvcomp.Codec] = {}
 _held: dict[int, list[object]] = {}  # per thread: nvCOMP batches whose decode may still run
-_idle: list[cp.cuda.Stream] = []  # the stream nvCOMP's batches name (_Interface)
+_idle: dict[int, cp.cuda.Stream] = {}  # per device: the stream nvCOMP's batches name (_Interface)
 
 
 @atexit.register
 def _release() -> None:
     with _lock:
-        if _streams:
-            cp.cuda.Device().synchronize()
+        for dev in {d for _, d in _streams}:  # every device used
+            cp.cuda.Device(dev).synchronize()
         _codecs.clear()
         _streams.clear()
         _held.clear()
@@ -65,9 +65,10 @@ class GpuBackend:
     def _stream() -> cp.cuda.Stream:
         tid = threading.get_ident()
         with _lock:
-            if tid not in _streams:
-                _streams[tid] = cp.cuda.Stream(non_blocking=True)
-            return _streams[tid]
+            key = (tid, cp.cuda.Device().id)  # a stream belongs to one device
+            if key not in _streams:
+                _streams[key] = cp.cuda.Stream(non_blocking=True)
+            return _streams[key]
 
     @contextlib.contextmanager
     def context(self) -> Iterator[None]:
@@ -280,9 +281,10 @@ class _Interface:
 
 def _idle_stream() -> cp.cuda.Stream:
     with _lock:
-        if not _idle:
-            _idle.append(cp.cuda.Stream(non_blocking=True))  # never given work
-        return _idle[0]
+        dev = cp.cuda.Device().id
+        if dev not in _idle:
+            _idle[dev] = cp.cuda.Stream(non_blocking=True)  # never given work
+        return _idle[dev]
 
 
 def _carve(buffers: list[cp.ndarray], offsets: list[np.ndarray], sizes: list[np.ndarray]) -> object:
