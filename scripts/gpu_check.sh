@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU host, in the repo root, after the wheelhouse is installed (README: "GPU machine"):
 # the gpu-marked tests, `zarr-dask-gpu bench`, the per-phase task timeline (at 32 and at 8 CUDA
-# connections), nvCOMP's scratch and a task's peak memory, the thread-safety probe, the decode-overlap
+# connections), nvCOMP's scratch and a task's peak memory, the loopback-HTTP remote benchmark, the thread-safety probe, the decode-overlap
 # bisection and the state-dict benchmark (needs safetensors). Logs and JSON go to $OUT (default
 # /tmp/out). STEPS picks the steps (default: tests bench timeline scratch); each has its own
 # timeout: choose steps that fit one device call (10 minutes).
@@ -28,6 +28,7 @@ step bisect "${BISECT_TIMEOUT:-150}" python3 benchmarks/probe_bisect.py --only b
 step timeline "${TIMELINE_TIMEOUT:-200}" python3 benchmarks/timeline.py
 step timeline8 "${TIMELINE_TIMEOUT:-200}" env CUDA_DEVICE_MAX_CONNECTIONS=8 python3 benchmarks/timeline.py
 step scratch 60 python3 benchmarks/timeline.py --scratch
+step remote "${REMOTE_TIMEOUT:-200}" python3 benchmarks/remote_bench.py
 step dl "${DL_TIMEOUT:-400}" python3 benchmarks/state_dict_bench.py --gib "${DL_GIB:-8}" --json "$OUT/state_dict.json"
 for k in "${!rc[@]}"; do echo "$k rc=${rc[$k]}"; done
 exit $(( ${rc[tests]:-0} || ${rc[bench]:-0} ))

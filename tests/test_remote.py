@@ -23,12 +23,14 @@ class _RangeHandler(SimpleHTTPRequestHandler):
 
     failures: ClassVar[int] = 0
     requests: ClassVar[list[str]] = []
+    agents: ClassVar[list[str]] = []  # each GET's User-Agent: who made the request
 
     def log_message(self, *args):
         pass
 
     def do_GET(self):
         self.requests.append(self.path)
+        self.agents.append(self.headers.get("User-Agent", ""))
         if "/c/" in self.path and _RangeHandler.failures > 0:
             _RangeHandler.failures -= 1
             self.send_error(503, "try again")
@@ -63,6 +65,7 @@ def http_root(tmp_path):
     thread.start()
     _RangeHandler.failures = 0
     _RangeHandler.requests = []
+    _RangeHandler.agents = []
     try:
         yield tmp_path, f"http://127.0.0.1:{server.server_address[1]}"
     finally:
@@ -76,6 +79,42 @@ def test_http_parity_with_local(http_root, device):
     a[:40] = sample((40, 33), "f8")
     x = from_zarr_gpu(f"{url}/a.zarr", chunks=(20, 33), device=device)
     np.testing.assert_array_equal(host(x.compute()), a[...])  # missing chunks read as the fill value
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("io", ["kvikio", "fsspec"])
+@pytest.mark.parametrize("sharded", [False, True])
+def test_gpu_reads_remote_chunks_with_kvikio_or_fsspec(http_root, io, sharded):
+    """remote-io="kvikio": the chunk bytes travel by kvikio.RemoteFile (libcurl, no aiohttp
+    User-Agent), straight into device memory; "fsspec": by aiohttp on the host. Values alike."""
+    import dask
+    import kvikio
+
+    if io == "kvikio" and not kvikio.is_remote_file_available():
+        pytest.skip("this kvikio has no remote-file support")
+    root, url = http_root
+    serializer = ShardingCodec(chunk_shape=(4, 8), codecs=[BytesCodec(), ZstdCodec(level=1)])
+    a = zarr.create_array(
+        root / "a.zarr",
+        shape=(40, 32),
+        chunks=(16, 16) if sharded else (8, 16),
+        dtype="f4",
+        fill_value=np.nan,
+        **(dict(serializer=serializer, compressors=None, filters=None) if sharded else {}),
+    )
+    a[:24] = sample((24, 32), "f4")  # later chunks (or inner chunks) missing: read as the fill value
+    with dask.config.set({"zarr_dask_gpu.remote-io": io}):
+        x = from_zarr_gpu(f"{url}/a.zarr", chunks=(16, 32), device="gpu")
+        np.testing.assert_array_equal(host(x.compute()), a[...])
+    chunk_gets = [g for p, g in zip(_RangeHandler.requests, _RangeHandler.agents, strict=True) if "/c/" in p]
+    assert chunk_gets
+    by_aiohttp = ["aiohttp" in g.lower() for g in chunk_gets]
+    if io == "fsspec":
+        assert all(by_aiohttp)
+    elif sharded:  # the shard indexes are read on the host (fsspec), the inner chunks by kvikio
+        assert not all(by_aiohttp)
+    else:
+        assert not any(by_aiohttp), chunk_gets
 
 
 def test_http_sharded_reads_ranges(http_root, device):

@@ -22,6 +22,9 @@ DEFAULTS: dict[str, Any] = {
     "decode-call-bytes": None,
     # nvCOMP's execution policy: "latency" or "concurrency" (nvCOMP's default)
     "nvcomp-policy": "latency",
+    # how the GPU path reads remote chunks: "auto" (kvikio.RemoteFile for HTTP(S) and S3 where this
+    # kvikio has remote support, else fsspec), "kvikio" or "fsspec" (host requests, one copy)
+    "remote-io": "auto",
     # transient IO errors (EIO, EAGAIN, a short read) are retried this often, backing off from the delay
     "io-retries": 3,
     "io-retry-delay": 0.05,

@@ -20,7 +20,7 @@ from ..io import Staged, host_reader, place
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece, decode_calls, direct_offsets
 from ..storage import locate
-from . import blosc, setup, validate
+from . import blosc, remote, setup, validate
 from .reader import KvikioReader
 
 _ALGORITHMS = {"zstd": "Zstd", "gzip": "Gzip", "zlib": "Deflate", "lz4": "LZ4"}  # blosc streams too
@@ -127,7 +127,9 @@ class GpuBackend:
                 for p, off, n in zip(pieces, staged.offsets, staged.sizes, strict=True)
             ]
         skip = headers.skip_bytes(chain.compression)[0]  # payloads land aligned
-        if info.remote:  # fetched by fsspec into host memory, then one copy to the device
+        if info.remote and remote.use_kvikio(info):
+            staged = remote.KvikioRemoteReader(info).read(ranges, skip=skip, align=_ALIGN)
+        elif info.remote:  # fetched by fsspec into host memory, then one copy to the device
             host = host_reader(info).read(ranges, skip=skip, align=_ALIGN)
             staged = Staged(cp.asarray(host.buffer), host.offsets, host.sizes)
         else:
