@@ -55,7 +55,8 @@ def main() -> None:
     args = p.parse_args()
     if args.scratch:
         return scratch(args.path)
-    write_sample(args.path, 4 << 30, 8 << 20)  # bench's dataset A; kept when it exists
+    if not os.path.exists(args.path):  # bench's dataset A; any other array given by --path is read as is
+        write_sample(args.path, 4 << 30, 8 << 20)
     info = open_array_info(args.path)
     rows, cols = info.shape
     boxes = [
