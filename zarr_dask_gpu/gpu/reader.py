@@ -4,7 +4,7 @@ import contextlib
 import errno
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import cupy as cp
 import kvikio
@@ -36,24 +36,35 @@ class KvikioReader:
 
     @staticmethod
     def _read_window(reads: Sequence[Read], starts: Sequence[int], window: range, buf: cp.ndarray) -> None:
-        files: list[kvikio.CuFile] = []
-        futures: list[kvikio.IOFuture | None] = []
-        try:
+        with in_flight() as (files, futures):
             for k in window:
                 rd = reads[k]
                 with _open_lock:
                     files.append(kvikio.CuFile(rd.path, "r"))
                 futures.append(files[-1].pread(buf[starts[k] : starts[k] + rd.size], rd.size, rd.offset))
-            for i, k in enumerate(window):
-                fut, futures[i] = futures[i], None  # a future can be got once
-                got, rd = fut.get(), reads[k]
-                if got != rd.size:
-                    raise OSError(
-                        errno.EIO, f"short read of {rd.path}: {got} of {rd.size} bytes at {rd.offset}"
-                    )
-        finally:  # on an error, reads still in flight finish before their files close
-            for fut in filter(None, futures):
-                with contextlib.suppress(Exception):
-                    fut.get()
-            for f in files:
-                f.close()
+            collect(futures, [reads[k] for k in window])
+
+
+@contextlib.contextmanager
+def in_flight() -> Iterator[tuple[list, list]]:
+    """Lists for open kvikio files and their pread futures; on leaving, reads still in flight (after
+    an error) finish before their files close."""
+    files: list = []
+    futures: list = []
+    try:
+        yield files, futures
+    finally:
+        for fut in filter(None, futures):
+            with contextlib.suppress(Exception):
+                fut.get()
+        for f in files:
+            f.close()
+
+
+def collect(futures: list, reads: Sequence[Read]) -> None:
+    """Wait for each read's future (got once: it is dropped from ``futures``); a short read raises."""
+    for i, rd in enumerate(reads):
+        fut, futures[i] = futures[i], None
+        got = fut.get()
+        if got != rd.size:
+            raise OSError(errno.EIO, f"short read of {rd.path}: {got} of {rd.size} bytes at {rd.offset}")

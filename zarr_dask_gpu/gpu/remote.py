@@ -1,7 +1,5 @@
 """kvikio.RemoteFile range reads of remote chunks and shard ranges (HTTP(S), S3) into device memory."""
 
-import contextlib
-import errno
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,6 +12,7 @@ from ..io import Staged, layout
 from ..metadata import ArrayInfo
 from ..retry import as_oserror, retrying
 from ..storage import Range, filesystem
+from .reader import collect, in_flight
 
 _SCHEMES = ("http://", "https://", "s3://")
 _SIZE_THREADS = 32  # concurrent size requests for objects of unknown size (network latency bound)
@@ -83,25 +82,11 @@ class KvikioRemoteReader:
         return out
 
     def _read(self, reads: Sequence, starts: Sequence[int], buf: cp.ndarray) -> None:
-        files: list[kvikio.RemoteFile] = []
-        futures: list[kvikio.IOFuture | None] = []
-        try:
+        with in_flight() as (files, futures):
             for rd, start in zip(reads, starts, strict=True):
                 files.append(self._open(rd.path, rd.offset + rd.size))
                 futures.append(files[-1].pread(buf[start : start + rd.size], rd.size, rd.offset))
-            for i, rd in enumerate(reads):
-                fut, futures[i] = futures[i], None  # a future can be got once
-                got = fut.get()  # type: ignore[union-attr]
-                if got != rd.size:
-                    raise OSError(
-                        errno.EIO, f"short read of {rd.path}: {got} of {rd.size} bytes at {rd.offset}"
-                    )
-        finally:  # on an error, reads still in flight finish before their files close
-            for fut in filter(None, futures):
-                with contextlib.suppress(Exception):
-                    fut.get()
-            for f in files:
-                f.close()
+            collect(futures, reads)
 
     def _open(self, url: str, nbytes: int) -> kvikio.RemoteFile:
         if not url.startswith("s3://"):
