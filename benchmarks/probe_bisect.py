@@ -129,7 +129,7 @@ def case(path: str, name: str) -> None:
                     cached[s.ptr] = codec.decompression_config(codec.compression_config(outs.tolist()))
                 codec.decode(src, out=dst, decompression_config=cached[s.ptr])
             else:
-                be._nvcomp("zstd", bufs[k], offs[k], sizes[k], out, starts, outs, True)
+                be._nvcomp("zstd", bufs[k], offs[k], sizes[k], [out], 0 * starts, starts, outs, True)
 
     with ThreadPoolExecutor(16) as ex:
         for _ in range(3):

@@ -172,7 +172,17 @@ def scratch(path: str) -> None:
             with dask.config.set({"zarr_dask_gpu.nvcomp-policy": policy}):
                 t0 = time.perf_counter()
                 with be.context():
-                    be._nvcomp("zstd", st.buffer, st.offsets[:n], st.sizes[:n], out, starts, sizes, True)
+                    be._nvcomp(
+                        "zstd",
+                        st.buffer,
+                        st.offsets[:n],
+                        st.sizes[:n],
+                        [out],
+                        0 * starts,
+                        starts,
+                        sizes,
+                        True,
+                    )
                 dt = time.perf_counter() - t0
             mib = sum(asked) / 2**20
             print(

@@ -152,6 +152,25 @@ def test_tensors_spread_over_several_gpus(tmp_path):
     assert [t.device.index for t in got.values()] == [i % 2 for i in range(8)]
 
 
+def test_tensors_are_read_together_in_tasks_of_block_size(tmp_path, device, monkeypatch):
+    """Many small tensors: a few read tasks, each reading (and on the GPU decoding) several tensors
+    together, not one task per tensor."""
+    import dask
+
+    import zarr_dask_gpu.state_dict as sd_mod
+
+    sd = {f"w{i}": _random((32, 64), torch.float32, i) for i in range(12)}  # 8 KiB each
+    save_state_dict(sd, tmp_path / "sd.zarr", chunk_bytes=2 << 10)
+    calls = []
+    real = sd_mod.read_regions
+    monkeypatch.setattr(sd_mod, "read_regions", lambda boxes, *a: calls.append(len(boxes)) or real(boxes, *a))
+    with dask.config.set({"zarr_dask_gpu.block-size": "32KiB"}):
+        got = load_state_dict(tmp_path / "sd.zarr", _torch_device(device), expected=sd)
+    assert sorted(calls) == [4, 4, 4]
+    for name, t in sd.items():
+        assert _same_bits(got[name], t), name
+
+
 def test_mismatch_with_the_model_raises_before_reading(tmp_path):
     sd = {"w": torch.ones(4, 4), "b": torch.zeros(4)}
     save_state_dict(sd, tmp_path / "sd.zarr")

@@ -52,6 +52,19 @@ class Backend(Protocol):
         """
         ...
 
+    def decode_many(
+        self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], Any]]
+    ) -> list[list[Any | None]]:
+        """``decode`` of several blocks ``(info, pieces, out)`` at once, of one array or several; a
+        backend may batch their reads and decodes together.
+
+        Raises
+        ------
+        ChunkDecodeError
+            A chunk is damaged; the message names its array and key.
+        """
+        ...
+
 
 class CpuBackend:
     """Parallel preads and zarr-python/numcodecs decode into numpy."""
@@ -76,6 +89,11 @@ class CpuBackend:
             return [one(i) for i in range(len(pieces))]
         with ThreadPoolExecutor(min(cpu_threads(), len(pieces))) as ex:  # numcodecs frees the GIL
             return list(ex.map(one, range(len(pieces))))
+
+    def decode_many(
+        self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], np.ndarray]]
+    ) -> list[list[np.ndarray | None]]:
+        return [self.decode(*block) for block in blocks]  # each block's chunks are already parallel
 
 
 @functools.cache

@@ -3,8 +3,9 @@
 A state dict is a zarr v3 group with one array per tensor (in the dict's order, listed in the
 group's attributes). Dtypes numpy lacks (bfloat16, the float8 kinds) are stored exactly, as their
 raw bits (uint16, uint8), with the tensor's dtype in the array's ``torch_dtype`` attribute. Loading
-builds one read task per tensor and computes them together, so on the GPU the reads and decodes of
-many tensors run at once, each task on its own CUDA stream. Imports torch.
+groups the tensors into read tasks of about ``block-size`` bytes (``task.read_regions``): on the GPU
+a task reads all its tensors' chunks in one batch of preads and decodes them in one nvCOMP batch per
+compression, and the tasks run at once, each on its own CUDA stream. Imports torch.
 """
 
 import math
@@ -18,9 +19,13 @@ import numpy as np
 import torch
 import zarr
 from dask.array.core import normalize_chunks
+from dask.array.slicing import normalize_index
+from dask.utils import parse_bytes
 
+from . import config
 from .errors import ZarrGpuError
-from .graph import from_zarr_gpu
+from .metadata import open_array_info
+from .task import read_regions, region_of, select
 from .tensors import as_tensor
 
 _KIND = "torch state dict"
@@ -144,27 +149,66 @@ def load_state_dict(
     if unknown:
         raise StateDictMismatchError(f"slices name tensors not in {path}: {sorted(unknown)}")
     places = placement({n: a.nbytes for n, a in arrays.items()}, device)
-    lazy = {
-        name: from_zarr_gpu(a, chunks=-1, device="cpu" if places[name].type == "cpu" else "gpu")[
-            (slices or {}).get(name, ...)
-        ]
-        for name, a in arrays.items()
-    }
+    infos = {n: open_array_info(a) for n, a in arrays.items()}
+    regions = {n: _region(a.shape, (slices or {}).get(n, ...)) for n, a in arrays.items()}
     if expected is not None:
-        _check(path, {n: x.shape for n, x in lazy.items()}, dtypes, expected)
+        shapes = {
+            n: np.broadcast_to(np.empty((), np.uint8), _size(r))[r[2]].shape for n, r in regions.items()
+        }
+        _check(path, shapes, dtypes, expected)
     groups: dict[torch.device, list[str]] = {}
     for name in arrays:
         groups.setdefault(places[name], []).append(name)
-    with ThreadPoolExecutor(len(groups)) as ex:  # every device's reads at once
-        done = ex.map(lambda g: _compute(g, [lazy[n] for n in groups[g]]), groups)
-        blocks = {
-            n: b for g, bs in zip(groups, done, strict=True) for n, b in zip(groups[g], bs, strict=True)
+
+    def read(dev: torch.device) -> dict[str, Any]:
+        """The device's tensors, in read tasks of about ``block-size`` bytes each."""
+        batches = _batches(
+            groups[dev], {n: math.prod(_size(regions[n])) * arrays[n].dtype.itemsize for n in groups[dev]}
+        )
+        kind = "cpu" if dev.type == "cpu" else "gpu"
+        tasks = [
+            dask.delayed(read_regions)(
+                dask.delayed([(infos[n], *regions[n][:2]) for n in batch], traverse=False), kind, False
+            )
+            for batch in batches
+        ]
+        done = _compute(dev, tasks)
+        return {
+            n: select(b, regions[n][2])
+            for batch, bs in zip(batches, done, strict=True)
+            for n, b in zip(batch, bs, strict=True)
         }
+
+    with ThreadPoolExecutor(len(groups)) as ex:  # every device's reads at once
+        blocks = {n: b for part in ex.map(read, groups) for n, b in part.items()}
     out = {}
     for name in arrays:
         t = as_tensor(blocks[name])
         out[name] = t.view(dtypes[name]) if _name(dtypes[name]) in _RAW_BITS else t
     return out
+
+
+def _region(shape: tuple[int, ...], index: Any) -> tuple[tuple[int, ...], tuple[int, ...], tuple]:
+    """The box a tensor's slice touches and the selection inside it (task.region_of)."""
+    return region_of(normalize_index(index if isinstance(index, tuple) else (index,), shape), shape)
+
+
+def _size(region: tuple) -> tuple[int, ...]:
+    return tuple(b - a for a, b in zip(region[0], region[1], strict=True))
+
+
+def _batches(names: list[str], nbytes: Mapping[str, int]) -> list[list[str]]:
+    """Consecutive tensors grouped into read tasks of about ``block-size`` bytes (at least one each)."""
+    limit = parse_bytes(config.get("block-size"))
+    batches: list[list[str]] = []
+    size = 0
+    for name in names:
+        if not batches or size + nbytes[name] > limit:
+            batches.append([])
+            size = 0
+        batches[-1].append(name)
+        size += nbytes[name]
+    return batches
 
 
 def placement(nbytes: Mapping[str, int], device: Devices) -> dict[str, torch.device]:
@@ -202,13 +246,13 @@ def _device(d: str | torch.device) -> torch.device:
     return dev
 
 
-def _compute(device: torch.device, arrays: list[Any]) -> tuple[Any, ...]:
-    """Compute ``arrays`` on threads bound to ``device`` (cupy's current device is per thread)."""
-    workers = min(len(arrays), os.cpu_count() or 1)
+def _compute(device: torch.device, tasks: list[Any]) -> tuple[Any, ...]:
+    """Compute ``tasks`` on threads bound to ``device`` (cupy's current device is per thread)."""
+    workers = min(len(tasks), os.cpu_count() or 1)
     if device.type == "cpu":
-        return dask.compute(*arrays, scheduler="threads", num_workers=workers)
+        return dask.compute(*tasks, scheduler="threads", num_workers=workers)
     with ThreadPoolExecutor(workers, initializer=_use_gpu, initargs=(device.index,)) as pool:
-        return dask.compute(*arrays, scheduler="threads", pool=pool)
+        return dask.compute(*tasks, scheduler="threads", pool=pool)
 
 
 def _use_gpu(index: int) -> None:

@@ -1,5 +1,6 @@
 """The worker-side read of one block: plan, read, decode, assemble."""
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -18,39 +19,55 @@ def read_region(
 
     Missing chunks read as the fill value, or raise ``MissingChunkError`` when ``strict``.
     """
+    return read_regions([(info, start, stop)], device, strict)[0]
+
+
+def read_regions(
+    boxes: Sequence[tuple[ArrayInfo, tuple[int, ...], tuple[int, ...]]], device: Device, strict: bool
+) -> list[Any]:
+    """``read_region`` of several boxes ``(info, start, stop)``, of one array or several, in one task:
+    the backend reads and decodes their chunks together (one batch of preads, one nvCOMP batch per
+    compression on the GPU)."""
     try:
-        return _read_region(info, start, stop, device, strict)
+        return _read_regions(boxes, device, strict)
     except MemoryError as e:  # cupy's OutOfMemoryError too; a dask task must not hang on it
+        where = "; ".join(f"[{a}, {b}) of {info.location}" for info, a, b in boxes)
         raise BlockMemoryError(
-            f"block [{start}, {stop}) of {info.location} ({device}) did not fit in memory: {e}; "
+            f"block {where} ({device}) did not fit in memory: {e}; "
             "use smaller chunks or fewer threads per worker"
         ) from e
 
 
-def _read_region(
-    info: ArrayInfo, start: tuple[int, ...], stop: tuple[int, ...], device: Device, strict: bool
-) -> Any:
+def _read_regions(
+    boxes: Sequence[tuple[ArrayInfo, tuple[int, ...], tuple[int, ...]]], device: Device, strict: bool
+) -> list[Any]:
     backend = get_backend(device)
     xp = backend.xp
-    shape = tuple(b - a for a, b in zip(start, stop, strict=True))
-    pieces = block_pieces(start, stop, info.chunks)
-    if not pieces:
-        return xp.full(shape, info.fill_value, dtype=info.dtype)
+    shapes = [tuple(b - a for a, b in zip(start, stop, strict=True)) for _, start, stop in boxes]
+    pieces = [block_pieces(start, stop, info.chunks) for info, start, stop in boxes]
     with backend.context():
-        out = xp.empty(shape, dtype=info.dtype)  # made on the task's stream, decoded into there
-        chunks = backend.decode(info, pieces, out)
-        missing = [p for p, c in zip(pieces, chunks, strict=True) if c is None]
-        if missing and strict:
-            c = missing[0].coords
-            raise MissingChunkError(
-                info.location, info.chunk_key(c), info.chunk_label(c) + "chunk is missing"
-            )
-        for piece, chunk in zip(pieces, chunks, strict=True):
-            if chunk is None:
-                out[piece.block_sel] = info.fill_value
-            elif chunk is not PLACED:
-                out[piece.block_sel] = chunk[piece.chunk_sel]
-        return out
+        outs = [  # made on the task's stream, decoded into there
+            xp.empty(shape, dtype=info.dtype) for (info, _, _), shape in zip(boxes, shapes, strict=True)
+        ]
+        wanted = [k for k, ps in enumerate(pieces) if ps]
+        decoded = backend.decode_many([(boxes[k][0], pieces[k], outs[k]) for k in wanted])
+        for k, chunks in zip(wanted, decoded, strict=True):
+            _assemble(boxes[k][0], pieces[k], chunks, outs[k], strict)
+        for k in set(range(len(boxes))) - set(wanted):  # an empty box
+            outs[k][...] = boxes[k][0].fill_value
+        return outs
+
+
+def _assemble(info: ArrayInfo, pieces: list, chunks: list, out: Any, strict: bool) -> None:
+    missing = [p for p, c in zip(pieces, chunks, strict=True) if c is None]
+    if missing and strict:
+        c = missing[0].coords
+        raise MissingChunkError(info.location, info.chunk_key(c), info.chunk_label(c) + "chunk is missing")
+    for piece, chunk in zip(pieces, chunks, strict=True):
+        if chunk is None:
+            out[piece.block_sel] = info.fill_value
+        elif chunk is not PLACED:
+            out[piece.block_sel] = chunk[piece.chunk_sel]
 
 
 def region_of(index: tuple, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tuple]:

@@ -114,88 +114,113 @@ class GpuBackend:
         """Device arrays of each piece's whole chunk (None where it is missing), or ``PLACED``: when
         every present chunk can (whole and contiguous in the block, a plain chain, aligned offsets),
         nvCOMP decodes them straight into the block ``out`` and no scratch of its size is needed."""
-        chain = info.chain.gpu
-        ranges = locate(info, [p.coords for p in pieces])
-        if chain is None:  # a chain the GPU cannot decode: zarr-python on the host, then copy
-            from ..codecs.cpu import decode_chunk
+        return self.decode_many([(info, pieces, out)])[0]
 
-            staged = host_reader(info).read(ranges)
-            return [
-                None
-                if off < 0
-                else cp.asarray(decode_chunk(info, p.coords, memoryview(staged.buffer)[off : off + n]))
-                for p, off, n in zip(pieces, staged.offsets, staged.sizes, strict=True)
-            ]
-        skip = headers.skip_bytes(chain.compression)[0]  # payloads land aligned
-        if info.remote and remote.use_kvikio(info):
-            staged = remote.KvikioRemoteReader(info).read(ranges, skip=skip, align=_ALIGN)
-        elif info.remote:  # fetched by fsspec into host memory, then one copy to the device
-            host = host_reader(info).read(ranges, skip=skip, align=_ALIGN)
-            staged = Staged(cp.asarray(host.buffer), host.offsets, host.sizes)
-        else:
-            staged = self._reader.read(ranges, skip=skip, align=_ALIGN)
-        present = np.flatnonzero(staged.present)
-        if not len(present):
-            return [None] * len(pieces)
-        expected = int(np.prod(info.chunks)) * chain.stored_itemsize(info.dtype)  # bytes out of nvCOMP
-        units = [pieces[i].coords for i in present]
-        offsets, sizes = staged.offsets[present], staged.sizes[present]
+    def decode_many(
+        self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], cp.ndarray]]
+    ) -> list[list[cp.ndarray | Slot | None]]:
+        """``decode`` of several blocks (of one array or several) at once: the local chunks of all
+        are read in one batch of preads, and their chunks of one compression checked and decoded in
+        one nvCOMP batch (``load_state_dict`` reads many tensors in one task so)."""
+        parts = [_Part(info, pieces, out) for info, pieces, out in blocks]
+        together: dict[int, list[_Part]] = {}  # header bytes to skip: local parts read in one batch
+        for part in parts:
+            if part.chain is None:  # a chain the GPU cannot decode: zarr-python on the host, then copy
+                part.chunks = _on_host(part.info, part.pieces, part.ranges)
+            elif part.info.remote:
+                part.staged = self._read_remote(part)
+            else:
+                together.setdefault(part.skip, []).append(part)
+        for skip, group in together.items():
+            staged = self._reader.read([r for p in group for r in p.ranges], skip=skip, align=_ALIGN)
+            at = 0
+            for p in group:
+                n = len(p.ranges)
+                p.staged = Staged(staged.buffer, staged.offsets[at : at + n], staged.sizes[at : at + n])
+                at += n
+        merged: dict[tuple[str, int], list[_Part]] = {}  # one nvCOMP batch per compression and buffer
+        for part in parts:
+            if part.staged is not None and self._prepare(part):
+                merged.setdefault((part.chain.compression, id(part.staged.buffer)), []).append(part)
+        for (compression, _), group in merged.items():
+            self._decode_merged(compression, group)
+        return [part.result() for part in parts]
+
+    def _read_remote(self, part: "_Part") -> Staged:
+        if remote.use_kvikio(part.info):
+            return remote.KvikioRemoteReader(part.info).read(part.ranges, skip=part.skip, align=_ALIGN)
+        host = host_reader(part.info).read(part.ranges, skip=part.skip, align=_ALIGN)  # fsspec
+        return Staged(cp.asarray(host.buffer), host.offsets, host.sizes)
+
+    def _prepare(self, part: "_Part") -> bool:
+        """Check what can be checked per block and choose where its chunks decode; raw and blosc
+        blocks are finished here. True when the block's chunks join a merged nvCOMP batch."""
+        chain, staged, info = part.chain, part.staged, part.info
+        part.present = np.flatnonzero(staged.present)
+        if not len(part.present):
+            return False
+        units, expected = part.units, part.expected
+        offsets, sizes = staged.offsets[part.present], staged.sizes[part.present]
         if chain.crc32c:  # the last 4 bytes are a crc32c of the rest: verify, then leave them out
             _raise_first(info, units, [(j, "shorter than its crc32c") for j in np.flatnonzero(sizes < 4)])
             if config.get("verify-checksums"):
                 bad_crc = validate.crc32c_mismatches(staged.buffer, offsets, sizes)
                 _raise_first(info, units, [(int(j), "crc32c checksum does not match") for j in bad_crc])
             sizes = sizes - 4
-        placed = False
+        part.offsets, part.sizes = offsets, sizes
         if chain.compression == "none":
-            _raise_first(
-                info,
-                units,
-                [
-                    (j, f"raw chunk has {n} bytes, metadata says {expected}")
-                    for j, n in enumerate(sizes)
-                    if n != expected
-                ],
+            wrong = [(j, f"raw chunk has {n} bytes, metadata says {expected}") for j, n in enumerate(sizes)]
+            _raise_first(info, units, [w for w in wrong if sizes[w[0]] != expected])
+            part.decoded, part.starts = _aligned(staged.buffer, offsets, sizes)
+            return False
+        into = (  # where each present chunk lies whole in the block, if the chain allows it
+            direct_offsets(
+                [part.pieces[i] for i in part.present], part.out.shape, info.chunks, info.dtype.itemsize
             )
-            decoded, starts = _aligned(staged.buffer, offsets, sizes)
+            if chain.decodes_in_place(info.dtype)
+            else None
+        )
+        part.placed = into is not None and (into >= 0).all() and not (into % _OUT_ALIGN).any()
+        if part.placed:
+            part.decoded, part.starts = part.out.reshape(-1).view(np.uint8), into
         else:
-            into = (  # where each present chunk lies whole in the block, if the chain allows it
-                direct_offsets([pieces[i] for i in present], out.shape, info.chunks, info.dtype.itemsize)
-                if chain.decodes_in_place(info.dtype)
-                else None
-            )
-            placed = into is not None and (into >= 0).all() and not (into % _OUT_ALIGN).any()
-            if placed:
-                decoded, starts = out.reshape(-1).view(np.uint8), into
-            else:
-                starts = np.arange(len(present)) * _round_up(expected, _OUT_ALIGN)
-                decoded = cp.empty(max(len(present) * _round_up(expected, _OUT_ALIGN), 1), dtype=np.uint8)
-            if chain.compression.startswith("blosc"):
-                inner = chain.compression.removeprefix("blosc-")
-                kind = "lz4-block" if inner == "lz4" else inner  # blosc stores bare lz4 blocks
+            step = _round_up(expected, _OUT_ALIGN)
+            part.starts = np.arange(len(part.present)) * step
+            part.decoded = cp.empty(max(len(part.present) * step, 1), dtype=np.uint8)
+        if not chain.compression.startswith("blosc"):
+            return True
+        inner = chain.compression.removeprefix("blosc-")
+        kind = "lz4-block" if inner == "lz4" else inner  # blosc stores bare lz4 blocks
 
-                def inner_streams(which, src, csize, target, dst, dsize):  # type: ignore[no-untyped-def]
-                    failed = self._check_and_decode(kind, staged.buffer, src, csize, target, dst, dsize)
-                    return [(int(which[i]), f"inner stream: {why}") for i, why in failed]
+        def inner_streams(which, src, csize, target, dst, dsize):  # type: ignore[no-untyped-def]
+            one = np.zeros(len(src), dtype=np.int64)
+            failed = self._check_and_decode(kind, staged.buffer, src, csize, [target], one, dst, dsize)
+            return [(int(which[i]), f"inner stream: {why}") for i, why in failed]
 
-                bad = blosc.decode_batch(
-                    staged.buffer, offsets, sizes, expected, decoded, starts, inner_streams
-                )
-            else:
-                out_sizes = np.full(len(present), expected)
-                bad = self._check_and_decode(
-                    chain.compression, staged.buffer, offsets, sizes, decoded, starts, out_sizes
-                )
-            _raise_first(info, units, bad)
-        chunks: list[cp.ndarray | Slot | None] = [None] * len(pieces)
-        for j, i in enumerate(present):
-            lo = int(starts[j])
-            chunks[i] = (
-                PLACED
-                if placed
-                else logical_chunk(cp, decoded[lo : lo + expected], info.chunks, info.dtype, chain)
-            )
-        return chunks
+        bad = blosc.decode_batch(
+            staged.buffer, offsets, sizes, expected, part.decoded, part.starts, inner_streams
+        )
+        _raise_first(info, units, bad)
+        return False
+
+    def _decode_merged(self, compression: str, group: list["_Part"]) -> None:
+        """Check and decode the present chunks of blocks sharing a staging buffer in one batch."""
+        counts = [len(p.present) for p in group]
+        bad = self._check_and_decode(
+            compression,
+            group[0].staged.buffer,
+            np.concatenate([p.offsets for p in group]),
+            np.concatenate([p.sizes for p in group]),
+            [p.decoded for p in group],
+            np.repeat(np.arange(len(group)), counts),
+            np.concatenate([p.starts for p in group]),
+            np.concatenate([np.full(n, p.expected) for p, n in zip(group, counts, strict=True)]),
+        )
+        if bad:  # the first damaged block raises, naming its key
+            first = np.cumsum([0, *counts])
+            k = int(np.searchsorted(first, bad[0][0], side="right")) - 1
+            mine = [(j - first[k], why) for j, why in bad if first[k] <= j < first[k + 1]]
+            _raise_first(group[k].info, group[k].units, mine)
 
     def _check_and_decode(
         self,
@@ -203,13 +228,15 @@ class GpuBackend:
         buffer: cp.ndarray,
         offsets: np.ndarray,
         sizes: np.ndarray,
-        out: cp.ndarray,
+        outs: list[cp.ndarray],
+        which: np.ndarray,
         out_offsets: np.ndarray,
         out_sizes: np.ndarray,
     ) -> list[tuple[int, str]]:
         """Structure-check whole compressed items of one ``kind`` (a compression, or ``lz4-block``
-        for blosc's streams), then decode their payloads in one nvCOMP batch; failures as
-        (index, reason), with nothing decoded when any item is damaged."""
+        for blosc's streams), then decode their payloads in one nvCOMP batch, item ``i`` into
+        ``outs[which[i]]`` at ``out_offsets[i]``; failures as (index, reason), with nothing decoded
+        when any item is damaged."""
         bad, sized = validate.check_batch(buffer, offsets, sizes, kind, out_sizes)
         if bad:
             return bad
@@ -217,7 +244,7 @@ class GpuBackend:
         payload, payload_offsets = _aligned(buffer, offsets + skip, sizes - skip - trail)
         codec = "lz4" if kind == "lz4-block" else kind
         return self._nvcomp(
-            codec, payload, payload_offsets, sizes - skip - trail, out, out_offsets, out_sizes, sized
+            codec, payload, payload_offsets, sizes - skip - trail, outs, which, out_offsets, out_sizes, sized
         )
 
     def _nvcomp(
@@ -226,21 +253,22 @@ class GpuBackend:
         buffer: cp.ndarray,
         offsets: np.ndarray,
         sizes: np.ndarray,
-        out: cp.ndarray,
+        outs: list[cp.ndarray],
+        which: np.ndarray,
         out_offsets: np.ndarray,
         out_sizes: np.ndarray,
         sized: bool,
     ) -> list[tuple[int, str]]:
-        """Batched nvCOMP decodes into ``out``, of at most ``decode-call-bytes`` decoded bytes each;
-        the items whose decoded size is wrong, as (index, reason). ``sized`` batches (every stated
-        size checked against the metadata) decode without a host sync; the others let nvCOMP parse
-        headers, then check the sizes it reports."""
+        """Batched nvCOMP decodes, item ``i`` into ``outs[which[i]]``, in calls of at most
+        ``decode-call-bytes`` decoded bytes; the items whose decoded size is wrong, as (index,
+        reason). ``sized`` batches (every stated size checked against the metadata) decode without a
+        host sync; the others let nvCOMP parse headers, then check the sizes it reports."""
         stream = self._stream()
         codec = self._codec(compression, stream)
         bad: list[tuple[int, str]] = []
         for part in decode_calls(out_sizes, config.get("decode-call-bytes")):
-            src = _carve([buffer], [offsets[part]], [sizes[part]])
-            dst = _carve([out], [out_offsets[part]], [out_sizes[part]])
+            src = _carve([buffer], np.zeros(len(part), dtype=np.int64), offsets[part], sizes[part])
+            dst = _carve(outs, which[part], out_offsets[part], out_sizes[part])
             if sized:
                 config_ = _sized_config(codec, out_sizes[part])
                 self._keep(src, dst, codec.decode(src, out=dst, decompression_config=config_))
@@ -251,8 +279,8 @@ class GpuBackend:
                 got = result.buffer_sizes
             except ValueError as e:  # nvCOMP's own size check: "Output array 3 capacity ... too small"
                 m = re.search(r"Output array (\d+)", str(e))
-                which = [int(part[int(m.group(1))])] if m else part.tolist()
-                return [(j, f"decodes to more than {out_sizes[j]} bytes ({e})") for j in which]
+                failed = [int(part[int(m.group(1))])] if m else part.tolist()
+                return [(j, f"decodes to more than {out_sizes[j]} bytes ({e})") for j in failed]
             bad += [
                 (int(j), f"decoded to {g} bytes, metadata says {out_sizes[j]}")
                 for j, g in zip(part, got, strict=True)
@@ -265,9 +293,9 @@ class _Interface:
     """Device memory as a ``__cuda_array_interface__`` (version 3) that names the idle stream.
 
     ``nvcomp.as_arrays`` may synchronise with the stream an interface names; cupy's name the
-    current one, which on the dispatcher's stream can hold an earlier merged decode. The decode is
-    ordered after the work that produced the buffers by events, so naming a stream that never gets
-    work costs nothing (H200: 16 concurrent decodes overlapped alike, probe_bisect.py "idle-iface").
+    current one, which can hold an earlier decode. The buffers' contents are ready in the task's
+    stream order, so naming a stream that never gets work costs nothing (H200: 16 concurrent
+    decodes overlapped alike, probe_bisect.py "idle-iface").
     """
 
     def __init__(self, ptr: int, nbytes: int, keep: object) -> None:
@@ -289,22 +317,22 @@ def _idle_stream() -> cp.cuda.Stream:
         return _idle[dev]
 
 
-def _carve(buffers: list[cp.ndarray], offsets: list[np.ndarray], sizes: list[np.ndarray]) -> object:
-    """One nvCOMP batch of the entries of one or several device buffers.
+def _carve(buffers: list[cp.ndarray], which: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> object:
+    """One nvCOMP batch of entries of one or several device buffers: entry ``i`` is ``sizes[i]``
+    bytes at ``offsets[i]`` of ``buffers[which[i]]``.
 
-    nvCOMP carves a batch out of one buffer by an offset table, so the entries of several (a merged
-    batch) are carved out of the address range that spans them all (one device address space), by
-    offsets from its lowest address; nvCOMP touches only the entries. The batch is tied to the idle
-    stream too; the decode runs on its codec's stream all the same.
+    nvCOMP carves a batch out of one buffer by an offset table, so the entries of several are carved
+    out of the address range that spans them all (one device address space), by offsets from its
+    lowest address; nvCOMP touches only the entries. The batch is tied to the idle stream too; the
+    decode runs on its codec's stream all the same.
     """
-    ptrs = [b.data.ptr for b in buffers]
-    base = min(ptrs)
-    end = max(p + b.nbytes for p, b in zip(ptrs, buffers, strict=True))
+    ptrs = np.array([b.data.ptr for b in buffers], dtype=np.int64)
+    used = np.unique(which)
+    base = int(ptrs[used].min())
+    end = max(int(ptrs[k]) + buffers[k].nbytes for k in used)
     span = _Interface(base, end - base, buffers)
-    table = np.concatenate([o + (p - base) for o, p in zip(offsets, ptrs, strict=True)])
-    return nvcomp.as_arrays(
-        span, table.tolist(), np.concatenate(sizes).tolist(), cuda_stream=_idle_stream().ptr
-    )
+    table = ptrs[which] + offsets - base
+    return nvcomp.as_arrays(span, table.tolist(), np.asarray(sizes).tolist(), cuda_stream=_idle_stream().ptr)
 
 
 def _sized_config(codec: nvcomp.Codec, sizes: np.ndarray) -> object:
@@ -336,3 +364,57 @@ def _aligned(buffer: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> tupl
 
 def _round_up(n: int, a: int) -> int:
     return -(-n // a) * a
+
+
+class _Part:
+    """One block of ``decode_many``: its array, pieces and output, and what the steps find out."""
+
+    def __init__(self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: cp.ndarray) -> None:
+        self.info, self.pieces, self.out = info, pieces, out
+        self.chain = info.chain.gpu
+        self.ranges = locate(info, [p.coords for p in pieces])
+        self.skip = headers.skip_bytes(self.chain.compression)[0] if self.chain else 0  # payloads aligned
+        self.chunks: list[cp.ndarray | Slot | None] | None = None  # set when finished on the host
+        self.staged: Staged | None = None
+        self.present = np.zeros(0, dtype=np.int64)
+        self.placed = False
+        self.offsets = self.sizes = self.starts = np.zeros(0, dtype=np.int64)
+        self.decoded: cp.ndarray | None = None
+
+    @property
+    def expected(self) -> int:
+        """A chunk's decoded bytes, out of nvCOMP."""
+        return int(np.prod(self.info.chunks)) * self.chain.stored_itemsize(self.info.dtype)
+
+    @property
+    def units(self) -> list[tuple[int, ...]]:
+        return [self.pieces[i].coords for i in self.present]
+
+    def result(self) -> list[cp.ndarray | Slot | None]:
+        if self.chunks is not None:
+            return self.chunks
+        chunks: list[cp.ndarray | Slot | None] = [None] * len(self.pieces)
+        n = self.expected if self.chain else 0
+        for j, i in enumerate(self.present):
+            lo = int(self.starts[j])
+            chunks[i] = (
+                PLACED
+                if self.placed
+                else logical_chunk(
+                    cp, self.decoded[lo : lo + n], self.info.chunks, self.info.dtype, self.chain
+                )
+            )
+        return chunks
+
+
+def _on_host(info: ArrayInfo, pieces: Sequence[ChunkPiece], ranges: list) -> list[cp.ndarray | None]:
+    """A chain the GPU cannot decode: zarr-python on the host, then a copy to the device."""
+    from ..codecs.cpu import decode_chunk
+
+    staged = host_reader(info).read(ranges)
+    return [
+        None
+        if off < 0
+        else cp.asarray(decode_chunk(info, p.coords, memoryview(staged.buffer)[off : off + n]))
+        for p, off, n in zip(pieces, staged.offsets, staged.sizes, strict=True)
+    ]
