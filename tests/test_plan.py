@@ -106,3 +106,17 @@ def test_decode_calls_cover_the_batch_in_order_within_the_limit(sizes, limit):
     for c in calls:  # over the limit by less than one item (its first, which may straddle a multiple)
         assert sum(sizes[i] for i in c[1:]) <= limit
     assert len(decode_calls(np.array(sizes), None)) == 1
+
+
+def test_default_block_size_leaves_every_thread_work():
+    from types import SimpleNamespace
+
+    from zarr_dask_gpu.graph import default_block_size
+
+    def info(gib):
+        return SimpleNamespace(shape=(int(gib * 2**28),), dtype=np.dtype("f4"))
+
+    assert default_block_size(info(4), "gpu") == 256 << 20  # 4 GiB: 16 blocks of the configured size
+    assert default_block_size(info(1), "gpu") == 64 << 20  # 1 GiB: 16 blocks of 64 MiB
+    assert default_block_size(info(0.1), "gpu") == 32 << 20  # never under 32 MiB
+    assert default_block_size(info(1), "cpu") <= (1 << 30) // 4  # several per core

@@ -11,6 +11,9 @@ import dask.config
 DEFAULTS: dict[str, Any] = {
     # target size of one dask block when chunks=None ("auto"): many zarr chunks per task
     "block-size": "256MiB",
+    # on the GPU, default blocks are made smaller (down to 32 MiB) until an array has this many, so
+    # that a worker's threads decode concurrently (a 1 GiB array: 16 blocks of 64 MiB, not 4 of 256)
+    "gpu-min-blocks": 16,
     # raise MissingChunkError instead of filling absent chunks with the fill value
     "strict": False,
     # threads a CPU-mode task uses for preads and decode; 0 means os.cpu_count()

@@ -37,12 +37,18 @@ class ZarrRegionReader:
         return select(read_region(self.info, start, stop, self.device, self.strict), post)
 
 
+_GPU_MIN_BLOCK = 32 << 20  # smaller blocks put too few chunks in one nvCOMP batch
+
+
 def default_block_size(info: ArrayInfo, device: Device) -> int:
-    """``zarr_dask_gpu.block-size``; on the CPU, small enough that every core gets several blocks."""
+    """``zarr_dask_gpu.block-size``; on the CPU, small enough that every core gets several blocks;
+    on the GPU, small enough for ``gpu-min-blocks`` blocks (concurrent decodes), down to 32 MiB."""
     size = parse_bytes(config.get("block-size"))
+    nbytes = int(np.prod(info.shape, dtype=np.int64)) * info.dtype.itemsize
     if device == "cpu":
-        nbytes = int(np.prod(info.shape, dtype=np.int64)) * info.dtype.itemsize
         size = min(size, max(nbytes // (4 * cpu_threads()), 1))
+    else:
+        size = min(size, max(nbytes // max(int(config.get("gpu-min-blocks")), 1), _GPU_MIN_BLOCK))
     return size
 
 
