@@ -373,7 +373,7 @@ class _Part:
         self.info, self.pieces, self.out = info, pieces, out
         self.chain = info.chain.gpu
         self.ranges = locate(info, [p.coords for p in pieces])
-        self.skip = headers.skip_bytes(self.chain.compression)[0] if self.chain else 0  # payloads aligned
+        self.skip = headers.skip_bytes(self.chain.compression)[0] if self.chain is not None else 0
         self.chunks: list[cp.ndarray | Slot | None] | None = None  # set when finished on the host
         self.staged: Staged | None = None
         self.present = np.zeros(0, dtype=np.int64)
@@ -394,7 +394,7 @@ class _Part:
         if self.chunks is not None:
             return self.chunks
         chunks: list[cp.ndarray | Slot | None] = [None] * len(self.pieces)
-        n = self.expected if self.chain else 0
+        n = self.expected if self.chain is not None else 0
         for j, i in enumerate(self.present):
             lo = int(self.starts[j])
             chunks[i] = (
