@@ -30,6 +30,7 @@ def lib(tmp_path_factory):
         + host_c(kernels.VALIDATE_SOURCE)
         + host_c(kernels.BLOSC_SOURCE).replace("typedef unsigned char u8;\ntypedef long long i64;\n", "")
         + host_c(kernels.CRC32C_SOURCE).replace("typedef unsigned char u8;\ntypedef long long i64;\n", "")
+        + host_c(kernels.COPY_SOURCE).replace("typedef unsigned char u8;\ntypedef long long i64;\n", "")
     )
     d = tmp_path_factory.mktemp("kernels")
     (d / "k.c").write_text(code)
@@ -169,3 +170,27 @@ def test_crc32c_segments_and_combine_match_google_crc32c(lib):
             assert (
                 lib.crc_combine(ctypes.c_uint32(ca), ctypes.c_uint32(cb), ctypes.c_longlong(b.size)) == whole
             )
+
+
+def test_copy_ranges_item(lib):
+    rng = np.random.default_rng(0)
+    buf = rng.integers(0, 256, 1000, dtype=np.uint8)
+    src, size = np.array([3, 500, 999, 10]), np.array([17, 300, 1, 0])
+    dst = np.array([0, 32, 336, 352])
+    out = np.zeros(400, np.uint8)
+    for k in range(len(src)):
+        for t in range(4):  # four "threads" of one block
+            lib.copy_item(
+                ctypes.c_longlong(k),
+                ctypes.c_longlong(t),
+                ctypes.c_longlong(4),
+                _p(buf),
+                _p(src),
+                _p(dst),
+                _p(size),
+                _p(out),
+            )
+    want = np.zeros(400, np.uint8)
+    for s_, d_, n in zip(src, dst, size, strict=True):
+        want[d_ : d_ + n] = buf[s_ : s_ + n]
+    np.testing.assert_array_equal(out, want)

@@ -21,6 +21,7 @@ from ..metadata import ArrayInfo
 from ..plan import ChunkPiece, decode_calls, direct_offsets
 from ..storage import locate
 from . import blosc, remote, setup, validate
+from .gather import copy_ranges
 from .reader import KvikioReader
 
 _ALGORITHMS = {"zstd": "Zstd", "gzip": "Gzip", "zlib": "Deflate", "lz4": "LZ4"}  # blosc streams too
@@ -357,8 +358,7 @@ def _aligned(buffer: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> tupl
         return buffer, offsets
     starts, total = place([int(n) for n in sizes], 0, _ALIGN)
     out = cp.empty(max(total, 1), dtype=np.uint8)
-    for k in range(len(offsets)):
-        out[starts[k] : starts[k] + sizes[k]] = buffer[offsets[k] : offsets[k] + sizes[k]]
+    copy_ranges(buffer, offsets, np.asarray(starts, dtype=np.int64), sizes, out)
     return out, np.asarray(starts, dtype=np.int64)
 
 

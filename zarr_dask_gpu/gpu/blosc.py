@@ -16,6 +16,7 @@ import cupy as cp
 import numpy as np
 
 from ..codecs.headers import blosc_layout, check_blosc
+from .gather import copy_ranges
 from .kernels import BLOSC_SOURCE
 
 _THREADS = 256
@@ -81,11 +82,7 @@ def decode_batch(
     stored = csize == dsize
     if stored.any():
         k = np.flatnonzero(stored)
-        mod.get_function("copy")(
-            (len(k),),
-            (_THREADS,),
-            (buffer, cp.asarray(src[k]), cp.asarray(dst[k]), cp.asarray(dsize[k]), target),
-        )
+        copy_ranges(buffer, src[k], dst[k], dsize[k], target)
     k = np.flatnonzero(~stored)
     if len(k):
         failed = decode_streams(unit[k], src[k], csize[k], target, dst[k], dsize[k])

@@ -161,10 +161,6 @@ __device__ int streams_item(i64 c, const u8* buf, const i64* offsets, const i64*
     return 0;
 }
 
-__device__ void copy_item(i64 k, i64 t, i64 nt, const u8* buf, const i64* src, const i64* dst, const i64* size, u8* out) {
-    for (i64 b = t; b < size[k]; b += nt) out[dst[k] + b] = buf[src[k] + b];
-}
-
 // block b of the decoded (shuffled) bytes into out; mode 1 byte shuffle, 2 bit shuffle, 0 none
 __device__ void unshuffle_item(i64 b, i64 t, i64 nt, const u8* in, u8* out, const i64* start, const i64* bsize,
                                const int* tsz, const int* mode) {
@@ -193,10 +189,6 @@ extern "C" __global__ void streams(const u8* buf, const i64* offsets, const i64*
                                    const i64* out0, i64* src, i64* csize, i64* dst, i64* dsize, int* status, i64 n) {
     i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (c < n) status[c] = streams_item(c, buf, offsets, sizes, row0, out0, src, csize, dst, dsize);
-}
-
-extern "C" __global__ void copy(const u8* buf, const i64* src, const i64* dst, const i64* size, u8* out) {
-    copy_item(blockIdx.x, threadIdx.x, blockDim.x, buf, src, dst, size, out);
 }
 
 extern "C" __global__ void unshuffle(const u8* in, u8* out, const i64* start, const i64* bsize, const int* tsz,
@@ -273,5 +265,19 @@ extern "C" __global__ void crc32c_check(const u8* buf, const i64* offsets, const
         u32 stored = d[n] | (d[n + 1] << 8) | (d[n + 2] << 16) | ((u32)d[n + 3] << 24);
         mismatch[c] = crc != stored;
     }
+}
+"""
+
+COPY_SOURCE = r"""
+typedef unsigned char u8;
+typedef long long i64;
+
+// range k: size[k] bytes from buf + src[k] to out + dst[k], by threads t, t + nt, ...
+__device__ void copy_item(i64 k, i64 t, i64 nt, const u8* buf, const i64* src, const i64* dst, const i64* size, u8* out) {
+    for (i64 b = t; b < size[k]; b += nt) out[dst[k] + b] = buf[src[k] + b];
+}
+
+extern "C" __global__ void copy_ranges(const u8* buf, const i64* src, const i64* dst, const i64* size, u8* out) {
+    copy_item(blockIdx.x, threadIdx.x, blockDim.x, buf, src, dst, size, out);
 }
 """
