@@ -89,19 +89,14 @@ def decode_batch(
         if failed:
             return failed
     if target is not out:
-        blocks = [
-            (
-                out_offsets[c] + j * h["blocksize"][c],
-                min(h["blocksize"][c], h["nbytes"][c] - j * h["blocksize"][c]),
-                h["typesize"][c],
-                mode[c],
-            )
-            for c in range(n)
-            for j in range(int(h["nblocks"][c]))
-        ]
-        start, bsize, ts, modes = (np.array(col) for col in zip(*blocks, strict=True))
+        nb = h["nblocks"]
+        c = np.repeat(np.arange(n), nb)  # each block's frame, and its index j in the frame
+        j = np.arange(int(nb.sum())) - np.repeat(np.cumsum(nb) - nb, nb)
+        bs = h["blocksize"][c]
+        start = np.asarray(out_offsets, dtype=np.int64)[c] + j * bs
+        bsize, ts, modes = np.minimum(bs, h["nbytes"][c] - j * bs), h["typesize"][c], mode[c]
         mod.get_function("unshuffle")(
-            (len(blocks),),
+            (len(c),),
             (_THREADS,),
             (
                 target,
