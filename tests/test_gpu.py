@@ -111,3 +111,25 @@ def test_concurrent_tasks_of_several_codecs_read_correctly(tmp_path, call_bytes)
 
         with ThreadPoolExecutor(6) as ex:
             list(ex.map(read, list(arrays) * 4))
+
+
+@pytest.mark.parametrize("scratch", ["nvcomp", "cupy"])
+def test_nvcomp_scratch_allocators_read_and_exit_cleanly(tmp_path, scratch):
+    """A process reading with nvCOMP's scratch from either allocator gets the right values and exits
+    with status 0 (a segfault at exit was seen once with cupy's pool)."""
+    import os
+    import subprocess
+    import sys
+
+    a = zarr.create_array(tmp_path / "a.zarr", shape=(64, 4096), chunks=(4, 4096), dtype="f4")
+    a[...] = sample(a.shape, "f4")
+    np.save(tmp_path / "want.npy", a[...])
+    code = (
+        "import numpy as np, zarr_dask_gpu as z; "
+        f"x = z.from_zarr_gpu({str(tmp_path / 'a.zarr')!r}, chunks=(16, 4096), device='gpu'); "
+        "got = x.compute(scheduler='threads').get(); "
+        f"np.testing.assert_array_equal(got, np.load({str(tmp_path / 'want.npy')!r}))"
+    )
+    env = os.environ | {"DASK_ZARR_DASK_GPU__NVCOMP_SCRATCH": scratch}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -28,6 +28,9 @@ DEFAULTS: dict[str, Any] = {
     # how the GPU path reads remote chunks: "auto" (kvikio.RemoteFile for HTTP(S) and S3 where this
     # kvikio has remote support, else fsspec), "kvikio" or "fsspec" (host requests, one copy)
     "remote-io": "auto",
+    # where nvCOMP takes its scratch: "nvcomp" (its own allocator) or "cupy" (cupy's memory pool,
+    # or RMM's where cupy allocates through RMM); set before the process's first GPU read
+    "nvcomp-scratch": "nvcomp",
     # transient IO errors (EIO, EAGAIN, a short read) are retried this often, backing off from the delay
     "io-retries": 3,
     "io-retry-delay": 0.05,
