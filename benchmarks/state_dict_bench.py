@@ -2,8 +2,10 @@
 ``load_file(..., device="cuda")`` and ``torch.load(..., mmap=True)`` then ``.cuda()``.
 
 Run on the GPU host (needs torch and safetensors): python3 benchmarks/state_dict_bench.py
-[--gib 8] [--dir /tmp/sd] [--json out.json]. Page cache warm (each file read once first); every
-loader's tensors are checked equal to the saved ones.
+[--gib 8] [--pruned 0,0.5] [--dir /tmp/sd] [--json out.json]. Each ``--pruned`` fraction is a state
+dict of its own: dense random weights (zstd compresses bf16 about 1.28x), and magnitude-pruned ones
+(that fraction of each matrix's smallest weights zeroed, as pruned models are; they compress more).
+Page cache warm (each file read once first); every loader's tensors are checked equal to the saved.
 """
 
 import argparse
@@ -20,17 +22,32 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--gib", type=float, default=8.0)
     p.add_argument("--dir", default="/tmp/sd")
+    p.add_argument("--pruned", default="0,0.5", help="fractions of weights zeroed, one run each")
     p.add_argument("--json", default=None)
     args = p.parse_args()
+    out = {str(f): run(args, float(f)) for f in args.pruned.split(",")}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+def _weights(n: int, pruned: float) -> dict[str, torch.Tensor]:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    sd = {}
+    for i in range(n):  # 32 MiB bf16 matrices, like a transformer's
+        w = torch.randn(4096, 4096, generator=g, device="cuda") * 0.02
+        if pruned:
+            w[w.abs() < w.abs().flatten().kthvalue(int(pruned * w.numel())).values] = 0
+        sd[f"layers.{i}.weight"] = w.bfloat16().cpu()
+    return sd
+
+
+def run(args: argparse.Namespace, pruned: float) -> dict:
     from safetensors.torch import load_file, save_file
 
     os.makedirs(args.dir, exist_ok=True)
-    n = max(int(args.gib * 2**30) // (4096 * 4096 * 2), 1)  # 32 MiB bf16 matrices, like a transformer's
-    g = torch.Generator(device="cuda").manual_seed(0)
-    sd = {
-        f"layers.{i}.weight": (torch.randn(4096, 4096, generator=g, device="cuda") * 0.02).bfloat16().cpu()
-        for i in range(n)
-    }
+    n = max(int(args.gib * 2**30) // (4096 * 4096 * 2), 1)
+    sd = _weights(n, pruned)
     nbytes = sum(t.nbytes for t in sd.values())
     paths = {
         "zarr raw": f"{args.dir}/raw.zarr",
@@ -55,7 +72,7 @@ def main() -> None:
         "torch.save": lambda: {k: v.cuda() for k, v in torch.load(paths["torch.save"], mmap=True).items()},
     }
     results = {}
-    print(f"{n} bf16 tensors of 4096 x 4096, {nbytes / 1e9:.2f} GB", flush=True)
+    print(f"{n} bf16 tensors of 4096 x 4096, {nbytes / 1e9:.2f} GB, {pruned:.0%} pruned", flush=True)
     for name, load in loaders.items():
         for root, _, fs in os.walk(paths[name]) if os.path.isdir(paths[name]) else [("", [], [paths[name]])]:
             for f in fs:  # warm the page cache
@@ -83,9 +100,7 @@ def main() -> None:
             f"ratio {results[name]['ratio']:.2f}",
             flush=True,
         )
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"nbytes": nbytes, "results": results}, f, indent=1)
+    return {"nbytes": nbytes, "results": results}
 
 
 if __name__ == "__main__":
