@@ -111,7 +111,10 @@ def main() -> None:
         cp.cuda.Device().synchronize()
         del g
 
-    row("zarr-python (fsspec) enable_gpu()", zarr_gpu)
+    try:
+        row("zarr-python (fsspec) enable_gpu()", zarr_gpu)
+    except Exception as e:  # a peer that cannot read the dataset is a result, not a crash
+        print(f"zarr-python (fsspec) enable_gpu() failed: {e}", flush=True)
 
     import kvikio
 
