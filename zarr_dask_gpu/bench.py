@@ -296,23 +296,28 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         with dask.config.set({f"zarr_dask_gpu.{key}": value}):
             ours()
             row(f"from_zarr_gpu().persist(), {args.threads} threads, {key}={value}", timed(ours, 2))
-    # more, smaller tasks than threads (reads of later tasks overlap decodes of earlier ones); and
-    # bounded memory (a task's nvCOMP scratch about 1.5x its block) kept busy by twice the threads
-    for threads, calls in ((args.threads, None), (2 * args.threads, "64MiB")):
-        small_blocks = {"zarr_dask_gpu.block-size": "128MiB", "zarr_dask_gpu.decode-call-bytes": calls}
-        with dask.config.set(small_blocks):
-            small = from_zarr_gpu(args.path, device="gpu")
+    # other block sizes: more, smaller tasks than threads (reads of later tasks overlap decodes of
+    # earlier ones), fewer and larger nvCOMP calls, and bounded memory (a task's nvCOMP scratch about
+    # 1.5x its block) kept busy by twice the threads
+    for block, threads, calls in (
+        ("128MiB", args.threads, None),
+        ("1GiB", args.threads, None),
+        ("128MiB", 2 * args.threads, "64MiB"),
+    ):
+        blocks = {"block-size": block, "gpu-min-blocks": 1, "decode-call-bytes": calls}
+        with dask.config.set({f"zarr_dask_gpu.{k}": v for k, v in blocks.items()}):
+            other = from_zarr_gpu(args.path, device="gpu")
 
-            def ours_small(small=small, threads=threads) -> None:
-                y = small.persist(scheduler="threads", num_workers=threads)
+            def ours_other(other=other, threads=threads) -> None:
+                y = other.persist(scheduler="threads", num_workers=threads)
                 cp.cuda.Device().synchronize()
                 del y
                 free()
 
-            ours_small()
+            ours_other()
             row(
-                f"from_zarr_gpu().persist(), {threads} threads, 128 MiB blocks, calls {calls or 'whole'}",
-                timed(ours_small, 2),
+                f"from_zarr_gpu().persist(), {threads} thr, {block} blocks, calls {calls or 'whole'}",
+                timed(ours_other, 2),
             )
     for threads in (1, 4, 8):
 
