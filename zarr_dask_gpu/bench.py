@@ -133,7 +133,6 @@ def extra_dataset(
     args: argparse.Namespace, name: str, results: dict[str, float], row: Any, free: Any
 ) -> None:
     """from_zarr_gpu and zarr-python enable_gpu() on dataset ``name``, warm, values checked."""
-    import cupy as cp
 
     from . import from_zarr_gpu
 
@@ -148,12 +147,7 @@ def extra_dataset(
     assert np.array_equal(x[rows].compute(scheduler="threads").get(), a[rows]), f"{name}: values differ"
     print(f"dataset {name}: {a.shape} chunks {a.chunks} shards {a.shards}, blocks {x.chunksize}", flush=True)
 
-    def ours() -> None:
-        y = x.persist(scheduler="threads", num_workers=args.threads)
-        cp.cuda.Device().synchronize()
-        del y
-        free()
-
+    ours = persisting(x, args.threads, free)
     ours()
     row(
         f"{name}: from_zarr_gpu().persist(), in-process, {args.threads} threads",
@@ -181,6 +175,19 @@ def zarr_read(path: str, on_gpu: bool, free: Any) -> None:
     cp.cuda.Device().synchronize()
     del g
     free()
+
+
+def persisting(arr: Any, threads: int, free: Any) -> Any:
+    """A body to time: ``arr`` persisted on ``threads`` threads, waited for, dropped, memory freed."""
+    import cupy as cp
+
+    def run() -> None:
+        y = arr.persist(scheduler="threads", num_workers=threads)
+        cp.cuda.Device().synchronize()
+        del y
+        free()
+
+    return run
 
 
 def timed(fn, repeat: int) -> float:
@@ -279,12 +286,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     del z
     free()
 
-    def ours() -> None:
-        y = x.persist(scheduler="threads", num_workers=args.threads)
-        cp.cuda.Device().synchronize()
-        del y
-        free()
-
+    ours = persisting(x, args.threads, free)
     ours()  # warm-up: kernels, codecs, streams
     row(f"from_zarr_gpu().persist(), in-process, {args.threads} threads", timed(ours, args.repeat))
     # the techniques, each switched off in turn (docs/performance.md)
@@ -306,27 +308,14 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     ):
         blocks = {"block-size": block, "gpu-min-blocks": 1, "decode-call-bytes": calls}
         with dask.config.set({f"zarr_dask_gpu.{k}": v for k, v in blocks.items()}):
-            other = from_zarr_gpu(args.path, device="gpu")
-
-            def ours_other(other=other, threads=threads) -> None:
-                y = other.persist(scheduler="threads", num_workers=threads)
-                cp.cuda.Device().synchronize()
-                del y
-                free()
-
+            ours_other = persisting(from_zarr_gpu(args.path, device="gpu"), threads, free)
             ours_other()
             row(
                 f"from_zarr_gpu().persist(), {threads} thr, {block} blocks, calls {calls or 'whole'}",
                 timed(ours_other, 2),
             )
     for threads in (1, 4, 8):
-
-        def ours_n(n: int = threads) -> None:
-            y = x.persist(scheduler="threads", num_workers=n)
-            cp.cuda.Device().synchronize()
-            del y
-            free()
-
+        ours_n = persisting(x, threads, free)
         ours_n()
         row(f"from_zarr_gpu().persist(), in-process, {threads} threads", timed(ours_n, 2))
 
@@ -457,12 +446,11 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     if "cold" not in skip:  # page cache dropped for the dataset's files before the pass
         cold = from_zarr_gpu(args.path, device="gpu", name="bench-cold")
 
+        cold_read = persisting(cold, args.threads, free)
+
         def ours_cold() -> None:
             drop_cache(files)
-            y = cold.persist(scheduler="threads", num_workers=args.threads)
-            cp.cuda.Device().synchronize()
-            del y
-            free()
+            cold_read()
 
         row(f"cold: from_zarr_gpu().persist(), in-process, {args.threads} threads", timed(ours_cold, 1))
         results["cold_read_x_ratio"] = (
