@@ -96,6 +96,7 @@ def main() -> None:
         "stream.synchronize() instead of polling": lambda: _patch(
             backend.time, "sleep", lambda s: backend.GpuBackend._stream().synchronize()
         ),
+        "read-slots=4 (four tasks read at once)": lambda: dask.config.set({"zarr_dask_gpu.read-slots": 4}),
         # last: CuFile opens are serialised by a lock since concurrent ones crashed once
         "CuFile opens without the lock": lambda: _patch(reader, "_open_lock", contextlib.nullcontext()),
     }

@@ -294,6 +294,8 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         ("decode-call-bytes", "128MiB"),
         ("decode-call-bytes", "64MiB"),
         ("nvcomp-policy", "concurrency"),
+        ("read-slots", 4),
+        ("read-slots", 8),
     ):
         with dask.config.set({f"zarr_dask_gpu.{key}": value}):
             ours()
@@ -453,6 +455,8 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
             cold_read()
 
         row(f"cold: from_zarr_gpu().persist(), in-process, {args.threads} threads", timed(ours_cold, 1))
+        with dask.config.set({"zarr_dask_gpu.read-slots": 4}):
+            row(f"cold: from_zarr_gpu().persist(), {args.threads} threads, read-slots=4", timed(ours_cold, 1))
         results["cold_read_x_ratio"] = (
             results["cold: ceiling: kvikio pread (compressed bytes)"] * nbytes / stored
         )

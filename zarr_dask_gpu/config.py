@@ -23,6 +23,9 @@ DEFAULTS: dict[str, Any] = {
     # decoded bytes per nvCOMP call (None: a task's whole batch in one call); nvCOMP's zstd scratch is
     # about 3x the bytes a call decodes, so this bounds a task's device memory at some cost in speed
     "decode-call-bytes": None,
+    # tasks of a process reading at once on the GPU path (0: all): fewer finish their reads sooner
+    # and decode while the others read
+    "read-slots": 0,
     # nvCOMP's execution policy: "latency" or "concurrency" (nvCOMP's default)
     "nvcomp-policy": "latency",
     # how the GPU path reads remote chunks: "auto" (kvikio.RemoteFile for HTTP(S) and S3 where this

@@ -133,7 +133,8 @@ class GpuBackend:
             else:
                 together.setdefault(part.skip, []).append(part)
         for skip, group in together.items():
-            staged = self._reader.read([r for p in group for r in p.ranges], skip=skip, align=_ALIGN)
+            with _read_slot():
+                staged = self._reader.read([r for p in group for r in p.ranges], skip=skip, align=_ALIGN)
             at = 0
             for p in group:
                 n = len(p.ranges)
@@ -148,9 +149,10 @@ class GpuBackend:
         return [part.result() for part in parts]
 
     def _read_remote(self, part: "_Part") -> Staged:
-        if remote.use_kvikio(part.info):
-            return remote.KvikioRemoteReader(part.info).read(part.ranges, skip=part.skip, align=_ALIGN)
-        host = host_reader(part.info).read(part.ranges, skip=part.skip, align=_ALIGN)  # fsspec
+        with _read_slot():
+            if remote.use_kvikio(part.info):
+                return remote.KvikioRemoteReader(part.info).read(part.ranges, skip=part.skip, align=_ALIGN)
+            host = host_reader(part.info).read(part.ranges, skip=part.skip, align=_ALIGN)  # fsspec
         return Staged(cp.asarray(host.buffer), host.offsets, host.sizes)
 
     def _prepare(self, part: "_Part") -> bool:
@@ -334,6 +336,20 @@ def _carve(buffers: list[cp.ndarray], which: np.ndarray, offsets: np.ndarray, si
     span = _Interface(base, end - base, buffers)
     table = ptrs[which] + offsets - base
     return nvcomp.as_arrays(span, table.tolist(), np.asarray(sizes).tolist(), cuda_stream=_idle_stream().ptr)
+
+
+_slots: dict[int, threading.BoundedSemaphore] = {}
+
+
+def _read_slot() -> contextlib.AbstractContextManager:
+    """One of ``read-slots`` places for a task's reads (0: no limit). Fewer tasks reading at once
+    finish their reads sooner and decode while the others read, rather than all reading, then all
+    decoding."""
+    n = int(config.get("read-slots"))
+    if n <= 0:
+        return contextlib.nullcontext()
+    with _lock:
+        return _slots.setdefault(n, threading.BoundedSemaphore(n))
 
 
 def _sized_config(codec: nvcomp.Codec, sizes: np.ndarray) -> object:
