@@ -24,7 +24,7 @@ def _workers(device: str) -> int:
     return cupy.cuda.runtime.getDeviceCount()
 
 
-def run(path: str, gib: float, device: str, counts: list[int], protocol: str) -> list[dict]:
+def run(path: str, gib: float, device: str, counts: list[int], protocol: str, threads: int) -> list[dict]:
     from distributed import wait
 
     from zarr_dask_gpu import from_zarr_gpu
@@ -37,7 +37,7 @@ def run(path: str, gib: float, device: str, counts: list[int], protocol: str) ->
         kwargs = (
             {"n_workers": n}
             if device == "cpu"
-            else {"CUDA_VISIBLE_DEVICES": list(range(n)), "protocol": protocol}
+            else {"CUDA_VISIBLE_DEVICES": list(range(n)), "protocol": protocol, "threads_per_worker": threads}
         )
         if device == "cpu":
             kwargs["threads_per_worker"] = 1
@@ -93,13 +93,14 @@ def main() -> None:
     p.add_argument("--sizes-gib", type=float, nargs="+", default=[4.0, 16.0])
     p.add_argument("--device", default="gpu", choices=["gpu", "cpu"])
     p.add_argument("--protocol", default="tcp", choices=["tcp", "ucx"])
+    p.add_argument("--threads", type=int, default=16, help="threads per GPU worker")
     p.add_argument("--json", default=None)
     args = p.parse_args()
     total = _workers(args.device)
     counts = sorted({1, *[c for c in (2, 4, 8) if c <= total], total})
     out = []
     for gib in args.sizes_gib:
-        out += run(f"{args.path}-{gib:g}", gib, args.device, counts, args.protocol)
+        out += run(f"{args.path}-{gib:g}", gib, args.device, counts, args.protocol, args.threads)
     print(f"{'GiB':>5} {'workers':>7} {'GB/s':>7} {'efficiency':>10}  blocks per worker")
     for r in out:
         eff = f"{r['efficiency']:.2f}" if r["efficiency"] is not None else "-"
