@@ -5,7 +5,6 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
-from dask.array.slicing import normalize_index
 from dask.base import tokenize
 from dask.utils import parse_bytes
 
@@ -33,7 +32,7 @@ class ZarrRegionReader:
         self.shape, self.dtype, self.ndim = info.shape, info.dtype, len(info.shape)
 
     def __getitem__(self, index: Any) -> Any:
-        start, stop, post = region_of(normalize_index(index, self.shape), self.shape)
+        start, stop, post = region_of(index, self.shape)
         return select(read_region(self.info, start, stop, self.device, self.strict), post)
 
 

@@ -19,7 +19,6 @@ import numpy as np
 import torch
 import zarr
 from dask.array.core import normalize_chunks
-from dask.array.slicing import normalize_index
 from dask.utils import parse_bytes
 
 from . import config
@@ -150,7 +149,7 @@ def load_state_dict(
         raise StateDictMismatchError(f"slices name tensors not in {path}: {sorted(unknown)}")
     places = placement({n: a.nbytes for n, a in arrays.items()}, device)
     infos = {n: open_array_info(a) for n, a in arrays.items()}
-    regions = {n: _region(a.shape, (slices or {}).get(n, ...)) for n, a in arrays.items()}
+    regions = {n: region_of((slices or {}).get(n, ...), a.shape) for n, a in arrays.items()}
     if expected is not None:
         shapes = {
             n: np.broadcast_to(np.empty((), np.uint8), _size(r))[r[2]].shape for n, r in regions.items()
@@ -186,11 +185,6 @@ def load_state_dict(
         t = as_tensor(blocks[name])
         out[name] = t.view(dtypes[name]) if _name(dtypes[name]) in _RAW_BITS else t
     return out
-
-
-def _region(shape: tuple[int, ...], index: Any) -> tuple[tuple[int, ...], tuple[int, ...], tuple]:
-    """The box a tensor's slice touches and the selection inside it (task.region_of)."""
-    return region_of(normalize_index(index if isinstance(index, tuple) else (index,), shape), shape)
 
 
 def _size(region: tuple) -> tuple[int, ...]:

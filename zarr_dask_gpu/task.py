@@ -4,6 +4,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from dask.array.slicing import normalize_index
 
 from .backends import PLACED, get_backend
 from .device import Device
@@ -70,11 +71,11 @@ def _assemble(info: ArrayInfo, pieces: list, chunks: list, out: Any, strict: boo
             out[piece.block_sel] = chunk[piece.chunk_sel]
 
 
-def region_of(index: tuple, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tuple]:
-    """Split an index (slices, integers, integer or boolean arrays) into the box it touches and the
-    selection to apply inside that box."""
+def region_of(index: Any, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tuple]:
+    """Split an index (any dask accepts: slices, integers, integer or boolean arrays, Ellipsis) into
+    the box it touches and the selection to apply inside that box."""
     start, stop, post = [], [], []
-    for ix, n in zip(index, shape, strict=True):
+    for ix, n in zip(normalize_index(index, shape), shape, strict=True):
         if isinstance(ix, slice):
             r = range(*ix.indices(n))
             if not len(r):

@@ -162,18 +162,20 @@ class GpuBackend:
         part.present = np.flatnonzero(staged.present)
         if not len(part.present):
             return False
-        units, expected = part.units, part.expected
+        expected = part.expected
         offsets, sizes = staged.offsets[part.present], staged.sizes[part.present]
         if chain.crc32c:  # the last 4 bytes are a crc32c of the rest: verify, then leave them out
-            _raise_first(info, units, [(j, "shorter than its crc32c") for j in np.flatnonzero(sizes < 4)])
+            part.raise_first([(j, "shorter than its crc32c") for j in np.flatnonzero(sizes < 4)])
             if config.get("verify-checksums"):
                 bad_crc = validate.crc32c_mismatches(staged.buffer, offsets, sizes)
-                _raise_first(info, units, [(int(j), "crc32c checksum does not match") for j in bad_crc])
+                part.raise_first([(int(j), "crc32c checksum does not match") for j in bad_crc])
             sizes = sizes - 4
         part.offsets, part.sizes = offsets, sizes
         if chain.compression == "none":
-            wrong = [(j, f"raw chunk has {n} bytes, metadata says {expected}") for j, n in enumerate(sizes)]
-            _raise_first(info, units, [w for w in wrong if sizes[w[0]] != expected])
+            wrong = np.flatnonzero(sizes != expected)
+            part.raise_first(
+                [(j, f"raw chunk has {sizes[j]} bytes, metadata says {expected}") for j in wrong]
+            )
             part.decoded, part.starts = _aligned(staged.buffer, offsets, sizes)
             return False
         into = (  # where each present chunk lies whole in the block, if the chain allows it
@@ -203,7 +205,7 @@ class GpuBackend:
         bad = blosc.decode_batch(
             staged.buffer, offsets, sizes, expected, part.decoded, part.starts, inner_streams
         )
-        _raise_first(info, units, bad)
+        part.raise_first(bad)
         return False
 
     def _decode_merged(self, compression: str, group: list["_Part"]) -> None:
@@ -223,7 +225,7 @@ class GpuBackend:
             first = np.cumsum([0, *counts])
             k = int(np.searchsorted(first, bad[0][0], side="right")) - 1
             mine = [(j - first[k], why) for j, why in bad if first[k] <= j < first[k + 1]]
-            _raise_first(group[k].info, group[k].units, mine)
+            group[k].raise_first(mine)
 
     def _check_and_decode(
         self,
@@ -358,15 +360,6 @@ def _sized_config(codec: nvcomp.Codec, sizes: np.ndarray) -> object:
     return codec.decompression_config(codec.compression_config(sizes.tolist()))
 
 
-def _raise_first(info: ArrayInfo, units: list[tuple[int, ...]], bad: list[tuple[int, str]]) -> None:
-    if bad:
-        j, reason = bad[0]
-        more = f" (and {len(bad) - 1} more damaged chunks in this block)" if len(bad) > 1 else ""
-        raise ChunkDecodeError(
-            info.location, info.chunk_key(units[j]), info.chunk_label(units[j]) + reason + more
-        )
-
-
 def _aligned(buffer: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> tuple[cp.ndarray, np.ndarray]:
     """``buffer`` and ``offsets`` with every range starting on an ``_ALIGN`` boundary: as they are when
     they already do (whole chunk files), else gathered into a new buffer (ranges inside shards)."""
@@ -402,9 +395,16 @@ class _Part:
         """A chunk's decoded bytes, out of nvCOMP."""
         return int(np.prod(self.info.chunks)) * self.chain.stored_itemsize(self.info.dtype)
 
-    @property
-    def units(self) -> list[tuple[int, ...]]:
-        return [self.pieces[i].coords for i in self.present]
+    def raise_first(self, bad: list[tuple[int, str]]) -> None:
+        """``ChunkDecodeError`` for the first of ``bad`` (indices into the present chunks, with
+        reasons), naming its key; nothing when ``bad`` is empty."""
+        if bad:
+            j, reason = bad[0]
+            c = self.pieces[self.present[j]].coords
+            more = f" (and {len(bad) - 1} more damaged chunks in this block)" if len(bad) > 1 else ""
+            raise ChunkDecodeError(
+                self.info.location, self.info.chunk_key(c), self.info.chunk_label(c) + reason + more
+            )
 
     def result(self) -> list[cp.ndarray | Slot | None]:
         if self.chunks is not None:
