@@ -42,3 +42,13 @@ def test_environment_variables_override_the_defaults():
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout
     assert out.split() == ["64MiB", "7"]
+
+
+def test_import_sets_cuda_hardware_queues_unless_set():
+    code = "import os, zarr_dask_gpu; print(os.environ['CUDA_DEVICE_MAX_CONNECTIONS'])"
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_MAX_CONNECTIONS"}
+    run = lambda env: subprocess.run(  # noqa: E731
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert run(env) == "32"
+    assert run({**env, "CUDA_DEVICE_MAX_CONNECTIONS": "8"}) == "8"

@@ -80,11 +80,11 @@ def test_large_batch_in_one_task(tmp_path):
         np.testing.assert_array_equal(host(x.compute()), a[...])
 
 
-@pytest.mark.parametrize("call_bytes", [None, "64KiB"])
-def test_concurrent_tasks_of_several_codecs_read_correctly(tmp_path, call_bytes):
+@pytest.mark.parametrize("call_bytes,read_slots", [(None, 0), ("64KiB", 0), (None, 2)])
+def test_concurrent_tasks_of_several_codecs_read_correctly(tmp_path, call_bytes, read_slots):
     """Tasks of arrays with different codecs and chunk sizes run at once, each on its own stream, with
-    a task's batch in one nvCOMP call or split into calls of about one chunk; every block must still
-    be its own."""
+    a task's batch in one nvCOMP call or split into calls of about one chunk, and with all tasks or
+    two at a time reading; every block must still be its own."""
     from concurrent.futures import ThreadPoolExecutor
 
     import dask
@@ -103,7 +103,9 @@ def test_concurrent_tasks_of_several_codecs_read_correctly(tmp_path, call_bytes)
         )
         a[...] = sample(a.shape, "f4", seed=i)
         arrays[name] = (a, from_zarr_gpu(tmp_path / f"{name}.zarr", chunks=(12, 3000), device="gpu"))
-    with dask.config.set({"zarr_dask_gpu.decode-call-bytes": call_bytes}):
+    with dask.config.set(
+        {"zarr_dask_gpu.decode-call-bytes": call_bytes, "zarr_dask_gpu.read-slots": read_slots}
+    ):
 
         def read(name: str) -> None:
             a, x = arrays[name]
