@@ -3,20 +3,40 @@
 Each case runs in its own subprocess with a timeout, so a crash is a result, not the end of the run:
     python3 benchmarks/probe_threads.py [--threads 16]
 Cases: codecs created concurrently (no lock); codecs created under a lock then decoding concurrently
-on their own streams; CuFile handles opened concurrently; open + read + decode per thread.
+on their own streams; CuFile handles opened concurrently; open + read + decode per thread. The
+``_held`` variants keep nvCOMP's batch objects until the decode's sizes are read (the others drop
+them as soon as ``decode`` returns, while the decode may still run); ``_unlocked`` creates the codecs
+without the lock; ``_teardown`` deletes the thread's objects one per line (the crash report names
+the line, so the object); ``_keep`` keeps every codec, stream and batch until the process ends
+(``os._exit``, as the pipeline's caches do).
 """
 
 import concurrent.futures as cf
 import contextlib
+import faulthandler
+import os
 import subprocess
 import sys
 import tempfile
 import threading
 
-CASES = ["create_codecs", "decode_prebuilt", "open_cufiles", "open_read_decode"]
+CASES = [
+    ("create_codecs", 16),
+    ("open_cufiles", 16),
+    ("decode_prebuilt", 1),
+    ("decode_prebuilt", 16),
+    ("decode_prebuilt_teardown", 1),
+    ("decode_prebuilt_teardown_stream_first", 1),
+    ("decode_prebuilt_keep", 1),
+    ("decode_prebuilt_keep", 16),
+    ("decode_prebuilt_keep_unlocked", 16),
+    ("open_read_decode_keep", 16),
+]
+_kept: list[object] = []
 
 
 def case(name: str, threads: int) -> None:
+    faulthandler.enable()  # a crash prints the Python line it happened on
     import cupy as cp
     import kvikio
     import numpy as np
@@ -45,10 +65,10 @@ def case(name: str, threads: int) -> None:
             if name == "create_codecs":
                 make_codec(stream)
                 return True
-            with lock if name != "open_read_decode" else contextlib.nullcontext():
+            with contextlib.nullcontext() if "open_read_decode" in name or "unlocked" in name else lock:
                 codec = make_codec(stream)
             src = cp.empty(n * len(frame), dtype=np.uint8)
-            if name in ("open_cufiles", "open_read_decode"):
+            if name == "open_cufiles" or name.startswith("open_read_decode"):
                 for i, p in enumerate(paths):
                     with kvikio.CuFile(p, "r") as f:
                         f.pread(src[i * len(frame) : (i + 1) * len(frame)], len(frame), 0).get()
@@ -57,21 +77,40 @@ def case(name: str, threads: int) -> None:
             else:
                 src.set(np.frombuffer(frame * n, dtype=np.uint8))
             out = cp.empty(n * ch, dtype=np.uint8)
-            res = codec.decode(
-                nvcomp.as_arrays(src, [i * len(frame) for i in range(n)], [len(frame)] * n),
-                out=nvcomp.as_arrays(out, [i * ch for i in range(n)], [ch] * n),
-            )
-            res.buffer_sizes  # noqa: B018 (waits)
-            return bytes(out[:ch].get()) == raw
+            src_b = nvcomp.as_arrays(src, [i * len(frame) for i in range(n)], [len(frame)] * n)
+            out_b = nvcomp.as_arrays(out, [i * ch for i in range(n)], [ch] * n)
+            if "held" in name or "keep" in name:
+                res = codec.decode(src_b, out=out_b)
+                res.buffer_sizes  # noqa: B018 (waits while the batches are alive)
+            else:
+                res = codec.decode(src_b, out=out_b)
+                del src_b, out_b  # dropped while the decode may still run
+                res.buffer_sizes  # noqa: B018 (waits)
+            ok = bytes(out[:ch].get()) == raw
+            if "keep" in name:
+                with lock:
+                    _kept.extend([codec, stream, res, out, src, src_b, out_b])
+            if "teardown" in name:
+                del res
+                del out, src
+                stream.synchronize()
+        if "stream_first" in name:  # the codec outlives its stream
+            del stream
+            del codec
+        elif "teardown" in name:
+            del codec
+            del stream
+        return ok
 
     with cf.ThreadPoolExecutor(threads) as ex:
         ok = list(ex.map(work, range(threads)))
-    print(f"ok={all(ok)}")
+    print(f"ok={all(ok)}", flush=True)
+    if "keep" in name:
+        os._exit(0)
 
 
 def main() -> None:
-    threads = int(sys.argv[sys.argv.index("--threads") + 1]) if "--threads" in sys.argv else 16
-    for name in CASES:
+    for name, threads in CASES:
         try:
             p = subprocess.run(
                 [sys.executable, __file__, "--case", name, "--threads", str(threads)],
@@ -79,7 +118,8 @@ def main() -> None:
                 text=True,
                 timeout=60,
             )
-            verdict = f"rc={p.returncode} {p.stdout.strip()} {p.stderr.strip()[-200:]}"
+            where = [ln.strip() for ln in p.stderr.splitlines() if ln.strip().startswith("File")][:2]
+            verdict = f"rc={p.returncode} {p.stdout.strip()} {' <- '.join(where)}"
         except subprocess.TimeoutExpired:
             verdict = "HUNG (60 s)"
         print(f"{name:18s} {threads} threads: {verdict}", flush=True)

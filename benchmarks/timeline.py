@@ -25,7 +25,7 @@ import cupy as cp
 import dask
 import numpy as np
 
-from zarr_dask_gpu.gpu import backend, reader, validate
+from zarr_dask_gpu.gpu import backend, validate
 from zarr_dask_gpu.gpu.reader import KvikioReader
 from zarr_dask_gpu.metadata import open_array_info
 from zarr_dask_gpu.sample import write_sample
@@ -97,8 +97,6 @@ def main() -> None:
             backend.time, "sleep", lambda s: backend.GpuBackend._stream().synchronize()
         ),
         "read-slots=4 (four tasks read at once)": lambda: dask.config.set({"zarr_dask_gpu.read-slots": 4}),
-        # last: CuFile opens are serialised by a lock since concurrent ones crashed once
-        "CuFile opens without the lock": lambda: _patch(reader, "_open_lock", contextlib.nullcontext()),
     }
     print(
         f"{len(boxes)} tasks, {nbytes / 1e9:.2f} GB, {args.threads} threads, "

@@ -99,7 +99,7 @@ class GpuBackend:
     def _codec(compression: str, stream: cp.cuda.Stream) -> nvcomp.Codec:
         policy = config.get("nvcomp-policy")
         key = (stream.ptr, compression, policy)
-        with _lock:  # creation is serialised too: concurrent creation crashed once (docs/design.md)
+        with _lock:  # guards the registry (concurrent creation itself is safe: probe_threads.py)
             if key not in _codecs:
                 _codecs[key] = nvcomp.Codec(
                     algorithm=_ALGORITHMS[compression],

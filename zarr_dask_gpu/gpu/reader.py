@@ -3,7 +3,6 @@
 import contextlib
 import errno
 import os
-import threading
 from collections.abc import Iterator, Sequence
 
 import cupy as cp
@@ -16,8 +15,6 @@ from ..storage import Range, Read
 
 # files open at once per task: bounds descriptors when many tasks run in one process
 _WINDOW = 64
-# CuFile handle creation is serialised: concurrent opens with decodes crashed once (docs/design.md)
-_open_lock = threading.Lock()
 
 
 class KvikioReader:
@@ -39,8 +36,7 @@ class KvikioReader:
         with in_flight() as (files, futures):
             for k in window:
                 rd = reads[k]
-                with _open_lock:
-                    files.append(kvikio.CuFile(rd.path, "r"))
+                files.append(kvikio.CuFile(rd.path, "r"))
                 futures.append(files[-1].pread(buf[starts[k] : starts[k] + rd.size], rd.size, rd.offset))
             collect(futures, [reads[k] for k in window])
 
