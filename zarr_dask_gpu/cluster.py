@@ -9,7 +9,7 @@ from .device import resolve_device
 from .plugin import GpuReadPlugin
 
 
-def local_cluster(device: str = "auto", threads_per_worker: int = 8, **kwargs: Any) -> LocalCluster:
+def local_cluster(device: str = "auto", threads_per_worker: int = 16, **kwargs: Any) -> LocalCluster:
     """Start ``LocalCUDACluster`` (one worker per visible GPU) on a GPU host, else a ``LocalCluster``.
 
     Parameters
@@ -17,8 +17,9 @@ def local_cluster(device: str = "auto", threads_per_worker: int = 8, **kwargs: A
     device
         "auto", "gpu" or "cpu", as in ``from_zarr_gpu``.
     threads_per_worker
-        Tasks a GPU worker runs at once; each thread decodes on its own CUDA stream. CPU workers get
-        one process with a thread per core.
+        Tasks a GPU worker runs at once; each thread decodes on its own CUDA stream (H200: 8 threads
+        read 10.9 GB/s, 16 read 15.8, docs/performance.md). CPU workers get one process with a
+        thread per core.
     kwargs
         Passed to the cluster class.
     """
