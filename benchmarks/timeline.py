@@ -27,7 +27,7 @@ import dask
 import kvikio
 import numpy as np
 
-from zarr_dask_gpu.gpu import backend, validate
+from zarr_dask_gpu.gpu import backend, reader, validate
 from zarr_dask_gpu.gpu.reader import KvikioReader
 from zarr_dask_gpu.io import Staged, layout
 from zarr_dask_gpu.metadata import open_array_info
@@ -149,17 +149,13 @@ def pinned_read(self: KvikioReader, ranges: Any, skip: int = 0, align: int = 1) 
     copy per read, which may be what bounds dataset B (1024 files of 256 KiB per task)."""
     plan = layout(ranges, skip, align)
     host = cupyx.empty_pinned(max(plan.total, 1), dtype=np.uint8)
-    for w in range(0, len(plan.reads), 64):  # files open at once, as KvikioReader
-        files = [kvikio.CuFile(rd.path, "r") for rd in plan.reads[w : w + 64]]
-        futures = [
-            f.pread(host[start : start + rd.size], rd.size, rd.offset)
-            for f, rd, start in zip(files, plan.reads[w : w + 64], plan.starts[w : w + 64], strict=True)
-        ]
-        for fut, rd in zip(futures, plan.reads[w : w + 64], strict=True):
-            if fut.get() != rd.size:
-                raise OSError(f"short read of {rd.path}")
-        for f in files:
-            f.close()
+    for w in range(0, len(plan.reads), reader._WINDOW):
+        window = plan.reads[w : w + reader._WINDOW]
+        with reader.in_flight() as (files, futures):
+            for rd, start in zip(window, plan.starts[w : w + reader._WINDOW], strict=True):
+                files.append(kvikio.CuFile(rd.path, "r"))
+                futures.append(files[-1].pread(host[start : start + rd.size], rd.size, rd.offset))
+            reader.collect(futures, window)
     buf = cp.empty(max(plan.total, 1), dtype=np.uint8)
     buf.set(host)
     cp.cuda.get_current_stream().synchronize()  # the pinned buffer returns to the pool after this
