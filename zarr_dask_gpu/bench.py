@@ -303,13 +303,16 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     # other block sizes: more, smaller tasks than threads (reads of later tasks overlap decodes of
     # earlier ones), fewer and larger nvCOMP calls (on A, 1 GiB blocks beat 256 MiB: 17.0 vs 15.8
     # GB/s; 2 and 4 GiB ask whether one call of all 512 chunks nears the decode ceiling end to end),
-    # and bounded memory (a task's nvCOMP scratch about 1.5x its block) kept busy by twice the threads
+    # and bounded memory: a task's nvCOMP scratch about 1.5x its block, kept busy by twice the
+    # threads; or 0.76x with 1 GiB blocks in calls of 32 chunks, which keeps as many chunks in flight
+    # as the default once the array gives every thread a 1 GiB block (--gib 16 and more)
     for block, threads, calls in (
         ("128MiB", args.threads, None),
         ("1GiB", args.threads, None),
         ("2GiB", args.threads, None),
         ("4GiB", args.threads, None),
         ("128MiB", 2 * args.threads, "64MiB"),
+        ("1GiB", args.threads, "256MiB"),
     ):
         blocks = {"block-size": block, "gpu-min-blocks": 1, "decode-call-bytes": calls}
         with dask.config.set({f"zarr_dask_gpu.{k}": v for k, v in blocks.items()}):
