@@ -229,7 +229,9 @@ def scratch(path: str) -> None:
             )
     del st, out
     pool = cp.get_default_memory_pool()
-    for limit in (None, "128MiB", "64MiB", "32MiB"):
+    # 64 rows: a 256 MiB block of A; 256 rows: 1 GiB in calls of 32 chunks (docs/performance.md)
+    for rows, limit in ((64, None), (64, "128MiB"), (64, "64MiB"), (64, "32MiB"), (256, "256MiB")):
+        box = ((0, 0), (rows, info.shape[1]))
         with dask.config.set({"zarr_dask_gpu.decode-call-bytes": limit}):
             cp.cuda.Device().synchronize()
             backend._codecs.clear()  # a codec keeps its scratch for its next call: start without
@@ -240,7 +242,8 @@ def scratch(path: str) -> None:
             cp.cuda.Device().synchronize()
             dt = time.perf_counter() - t0
         print(
-            f"one task, decode-call-bytes={limit}: {dt * 1e3:6.1f} ms, peak device memory (cupy pool "
+            f"one task of {block.nbytes >> 20} MiB, decode-call-bytes={limit}: {dt * 1e3:6.1f} ms, "
+            "peak device memory (cupy pool "
             f"high-water, scratch included) {pool.total_bytes() / block.nbytes:.2f}x its block, "
             f"{len(asked)} scratch allocations of {sum(asked) / block.nbytes:.2f}x in all",
             flush=True,
