@@ -53,6 +53,16 @@ def test_daskcluster_manifest():
     assert worker["image"] == scheduler["image"]
 
 
+def test_gpu_workers_run_many_task_threads():
+    # dask cuda worker starts one thread per GPU; one thread reads a seventh of what 16 do (H200)
+    (worker,) = yaml.safe_load((ROOT / "deploy/kubernetes/daskcluster.yaml").read_text())["spec"]["worker"][
+        "spec"
+    ]["containers"]
+    assert worker["args"][worker["args"].index("--nthreads") + 1] == "16"
+    sbatch = (ROOT / "deploy/slurm/zarr-dask-gpu.sbatch").read_text()
+    assert "THREADS_PER_GPU=${THREADS_PER_GPU:-16}" in sbatch and '--nthreads "$THREADS_PER_GPU"' in sbatch
+
+
 def test_dockerfile_uses_cuda13_and_the_gpu_extra():
     text = (ROOT / "deploy/docker/Dockerfile").read_text()
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]

@@ -1,12 +1,17 @@
 """The graphs run on a distributed cluster of real worker processes."""
 
+import os
+import sys
+import types
+
 import numpy as np
 import pytest
 import zarr
 from distributed import Client, LocalCluster
 
 from zarr_dask_gpu import ChunkDecodeError, from_zarr_gpu
-from zarr_dask_gpu.cluster import connect
+from zarr_dask_gpu import cluster as cluster_mod
+from zarr_dask_gpu.cluster import connect, local_cluster
 
 from .conftest import sample
 
@@ -34,3 +39,15 @@ def test_damaged_chunk_error_crosses_processes(tmp_path, client: Client):
     with pytest.raises(ChunkDecodeError) as e:
         from_zarr_gpu(tmp_path / "a.zarr", chunks=4, device="cpu").compute()
     assert e.value.key == "c/2"
+
+
+def test_local_cluster_gives_gpu_workers_16_threads_and_the_cuda_queues(monkeypatch):
+    # the arguments local_cluster hands dask-cuda on a GPU host (dask_cuda itself needs a GPU)
+    seen = {}
+    fake = types.SimpleNamespace(LocalCUDACluster=lambda **kw: seen.update(kw))
+    monkeypatch.setitem(sys.modules, "dask_cuda", fake)
+    monkeypatch.setattr(cluster_mod, "resolve_device", lambda device: "gpu")
+    local_cluster(env={"X": "1"})
+    assert seen["threads_per_worker"] == 16
+    # the package sets 32 on import unless the environment already chose
+    assert seen["env"] == {"CUDA_DEVICE_MAX_CONNECTIONS": os.environ["CUDA_DEVICE_MAX_CONNECTIONS"], "X": "1"}
