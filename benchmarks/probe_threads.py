@@ -1,14 +1,14 @@
 """Probe: which concurrent use of nvCOMP and kvikio crashes (DESIGN.md saw segfaults with threads).
 
 Each case runs in its own subprocess with a timeout, so a crash is a result, not the end of the run:
-    python3 benchmarks/probe_threads.py [--threads 16]
+    python3 benchmarks/probe_threads.py
 Cases: codecs created concurrently (no lock); codecs created under a lock then decoding concurrently
 on their own streams; CuFile handles opened concurrently; open + read + decode per thread. The
-``_held`` variants keep nvCOMP's batch objects until the decode's sizes are read (the others drop
-them as soon as ``decode`` returns, while the decode may still run); ``_unlocked`` creates the codecs
-without the lock; ``_teardown`` deletes the thread's objects one per line (the crash report names
-the line, so the object); ``_keep`` keeps every codec, stream and batch until the process ends
-(``os._exit``, as the pipeline's caches do).
+``_keep`` variants keep every codec, stream and batch until the process ends (``os._exit``, as
+the pipeline's registry does; the others drop the batches as soon as ``decode`` returns and the rest
+when the thread's function returns); ``_unlocked`` creates the codecs without the lock;
+``_teardown`` deletes the codec, then its stream, one per line (a crash report names the line),
+``_stream_first`` the other way round.
 """
 
 import concurrent.futures as cf
@@ -79,13 +79,10 @@ def case(name: str, threads: int) -> None:
             out = cp.empty(n * ch, dtype=np.uint8)
             src_b = nvcomp.as_arrays(src, [i * len(frame) for i in range(n)], [len(frame)] * n)
             out_b = nvcomp.as_arrays(out, [i * ch for i in range(n)], [ch] * n)
-            if "held" in name or "keep" in name:
-                res = codec.decode(src_b, out=out_b)
-                res.buffer_sizes  # noqa: B018 (waits while the batches are alive)
-            else:
-                res = codec.decode(src_b, out=out_b)
+            res = codec.decode(src_b, out=out_b)
+            if "keep" not in name:
                 del src_b, out_b  # dropped while the decode may still run
-                res.buffer_sizes  # noqa: B018 (waits)
+            res.buffer_sizes  # noqa: B018 (waits)
             ok = bytes(out[:ch].get()) == raw
             if "keep" in name:
                 with lock:
