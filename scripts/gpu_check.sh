@@ -27,7 +27,8 @@ step probe "${PROBE_TIMEOUT:-260}" python3 benchmarks/probe_threads.py
 step bisect "${BISECT_TIMEOUT:-150}" python3 benchmarks/probe_bisect.py --only backend-nvcomp pipeline
 step timeline "${TIMELINE_TIMEOUT:-200}" python3 benchmarks/timeline.py
 step timeline8 "${TIMELINE_TIMEOUT:-200}" env CUDA_DEVICE_MAX_CONNECTIONS=8 python3 benchmarks/timeline.py
-step timelines "${TIMELINE_TIMEOUT:-200}" bash -c 'for d in B C D; do python3 benchmarks/timeline.py --path /tmp/bench-a.zarr-$d | grep -v "^    thread"; done'
+step timelines "${TIMELINE_TIMEOUT:-200}" bash -c 'for d in ${TIMELINES:-B C D}; do python3 benchmarks/timeline.py --path /tmp/bench-a.zarr-$d | grep -v "^    thread"; done'
+step cprobe 120 python3 benchmarks/probe_nvcomp_c.py
 step scratch 60 python3 benchmarks/timeline.py --scratch
 step remote "${REMOTE_TIMEOUT:-200}" python3 benchmarks/remote_bench.py
 step scaling "${SCALING_TIMEOUT:-500}" python3 benchmarks/scaling.py --sizes-gib 4 16 --json "$OUT/scaling.json"
