@@ -154,7 +154,7 @@ def test_opening_computes_nothing(era5, device):
 def test_backend_module_imports_without_gpu_libraries():
     code = (
         "import sys\n"
-        "for m in ('cupy', 'kvikio', 'nvidia', 'nvidia.nvcomp', 'dask_cuda'): sys.modules[m] = None\n"
+        "for m in ('cupy', 'kvikio', 'nvidia', 'nvidia.libnvcomp', 'dask_cuda'): sys.modules[m] = None\n"
         "import xarray as xr\n"
         "import zarr_dask_gpu.xarray_backend as b\n"
         "assert 'zarr_gpu' in xr.backends.list_engines()\n"

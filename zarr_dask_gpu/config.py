@@ -21,19 +21,14 @@ DEFAULTS: dict[str, Any] = {
     # kvikio IO threads per process on the GPU path; 0 means os.cpu_count()
     "kvikio-threads": 0,
     # decoded bytes per nvCOMP call (None: a task's whole batch in one call); nvCOMP's zstd scratch is
-    # about 3x the bytes a call decodes, so this bounds a task's device memory at some cost in speed
+    # about 1.5x the bytes a call decodes, so this bounds a task's device memory at some cost in speed
     "decode-call-bytes": None,
     # tasks of a process reading at once on the GPU path (0: all): fewer finish their reads sooner
     # and decode while the others read
     "read-slots": 0,
-    # nvCOMP's execution policy: "latency" or "concurrency" (nvCOMP's default)
-    "nvcomp-policy": "latency",
     # how the GPU path reads remote chunks: "auto" (kvikio.RemoteFile for HTTP(S) and S3 where this
     # kvikio has remote support, else fsspec), "kvikio" or "fsspec" (host requests, one copy)
     "remote-io": "auto",
-    # where nvCOMP takes its scratch: "nvcomp" (its own allocator) or "cupy" (cupy's memory pool,
-    # or RMM's where cupy allocates through RMM); set before the process's first GPU read
-    "nvcomp-scratch": "nvcomp",
     # transient IO errors (EIO, EAGAIN, a short read) are retried this often, backing off from the delay
     "io-retries": 3,
     "io-retry-delay": 0.05,

@@ -12,7 +12,7 @@ def gpu_available() -> bool:
     try:
         import cupy
         import kvikio  # noqa: F401
-        from nvidia import nvcomp  # noqa: F401
+        from nvidia import libnvcomp  # noqa: F401
 
         return cupy.cuda.runtime.getDeviceCount() > 0
     except Exception:  # any import or driver failure means no usable GPU
@@ -25,7 +25,7 @@ def resolve_device(device: str) -> Device:
         return "gpu" if gpu_available() else "cpu"
     if device == "gpu":
         if not gpu_available():
-            raise RuntimeError("device='gpu' needs cupy, kvikio, nvidia-nvcomp and a visible CUDA device")
+            raise RuntimeError("device='gpu' needs cupy, kvikio, nvidia-libnvcomp and a visible CUDA device")
         return "gpu"
     if device == "cpu":
         return "cpu"

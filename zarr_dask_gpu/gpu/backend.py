@@ -2,14 +2,12 @@
 
 import atexit
 import contextlib
-import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
 
 import cupy as cp
 import numpy as np
-from nvidia import nvcomp
 
 from .. import config
 from ..backends import PLACED, Slot
@@ -20,21 +18,16 @@ from ..io import Staged, host_reader, place
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece, decode_calls, direct_offsets
 from ..storage import locate
-from . import blosc, remote, setup, validate
+from . import blosc, decompress, remote, setup, validate
 from .gather import copy_ranges
 from .reader import KvikioReader
 
-_ALGORITHMS = {"zstd": "Zstd", "gzip": "Gzip", "zlib": "Deflate", "lz4": "LZ4"}  # blosc streams too
 _ALIGN = 16  # nvCOMP wants aligned inputs (Gzip/Deflate: 4 bytes); 16 covers every algorithm
 _OUT_ALIGN = 256
 _lock = threading.Lock()
-# per thread: a CUDA stream; per stream: nvCOMP codecs (a Codec is bound to one stream and is not
-# thread-safe; each stream is used by one thread). Kept in one registry, not thread-locals, so that
-# they are released at exit while CUDA is still up.
-_streams: dict[tuple[int, int], cp.cuda.Stream] = {}  # per (thread, device)
-_codecs: dict[tuple[int, str, str], nvcomp.Codec] = {}
-_held: dict[int, list[object]] = {}  # per thread: nvCOMP batches whose decode may still run
-_idle: dict[int, cp.cuda.Stream] = {}  # per device: the stream nvCOMP's batches name (_Interface)
+# per thread and device: a CUDA stream. Kept in one registry, not thread-locals, so that they are
+# released at exit while CUDA is still up.
+_streams: dict[tuple[int, int], cp.cuda.Stream] = {}
 
 
 @atexit.register
@@ -42,10 +35,7 @@ def _release() -> None:
     with _lock:
         for dev in {d for _, d in _streams}:  # every device used
             cp.cuda.Device(dev).synchronize()
-        _codecs.clear()
         _streams.clear()
-        _held.clear()
-        _idle.clear()
 
 
 class GpuBackend:
@@ -78,36 +68,7 @@ class GpuBackend:
             with stream:
                 yield
         finally:
-            done = stream.record()
-            while not done.done:  # poll with the GIL released: other threads keep launching work
-                time.sleep(0.0002)
-            _held.pop(threading.get_ident(), None)  # see _keep
-
-    @staticmethod
-    def _keep(*objects: object) -> None:
-        """Hold nvCOMP's batches until the task's stream has passed their decode.
-
-        On the H200, 16 x 32-chunk decodes from 16 threads took 0.19 s where the batches lived
-        until the decode had run and 2.0 s (one after another) where they were dropped right after
-        the launch; every other difference was ruled out (benchmarks/probe_bisect.py). So a batch
-        dropped while its decode runs is taken to wait for it, holding the GIL. With this hold the
-        whole pipeline's decodes overlap too (docs/performance.md).
-        """
-        _held.setdefault(threading.get_ident(), []).extend(objects)
-
-    @staticmethod
-    def _codec(compression: str, stream: cp.cuda.Stream) -> nvcomp.Codec:
-        policy = config.get("nvcomp-policy")
-        key = (stream.ptr, compression, policy)
-        with _lock:  # guards the registry (concurrent creation itself is safe: probe_threads.py)
-            if key not in _codecs:
-                _codecs[key] = nvcomp.Codec(
-                    algorithm=_ALGORITHMS[compression],
-                    bitstream_kind=nvcomp.BitstreamKind.RAW,
-                    cuda_stream=stream.ptr,
-                    execution_policy=getattr(nvcomp.ExecutionPolicy, policy.upper()),
-                )
-            return _codecs[key]
+            _wait(stream)
 
     def decode(
         self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: cp.ndarray
@@ -242,14 +203,14 @@ class GpuBackend:
         for blosc's streams), then decode their payloads in one nvCOMP batch, item ``i`` into
         ``outs[which[i]]`` at ``out_offsets[i]``; failures as (index, reason), with nothing decoded
         when any item is damaged."""
-        bad, sized = validate.check_batch(buffer, offsets, sizes, kind, out_sizes)
+        bad = validate.check_batch(buffer, offsets, sizes, kind, out_sizes)
         if bad:
             return bad
         skip, trail = headers.skip_bytes(kind)
         payload, payload_offsets = _aligned(buffer, offsets + skip, sizes - skip - trail)
         codec = "lz4" if kind == "lz4-block" else kind
         return self._nvcomp(
-            codec, payload, payload_offsets, sizes - skip - trail, outs, which, out_offsets, out_sizes, sized
+            codec, payload, payload_offsets, sizes - skip - trail, outs, which, out_offsets, out_sizes
         )
 
     def _nvcomp(
@@ -262,82 +223,27 @@ class GpuBackend:
         which: np.ndarray,
         out_offsets: np.ndarray,
         out_sizes: np.ndarray,
-        sized: bool,
     ) -> list[tuple[int, str]]:
         """Batched nvCOMP decodes, item ``i`` into ``outs[which[i]]``, in calls of at most
-        ``decode-call-bytes`` decoded bytes; the items whose decoded size is wrong, as (index,
-        reason). ``sized`` batches (every stated size checked against the metadata) decode without a
-        host sync; the others let nvCOMP parse headers, then check the sizes it reports."""
+        ``decode-call-bytes`` decoded bytes, each waited for (the GIL released); the items nvCOMP
+        failed or decoded to a size other than ``out_sizes`` says, as (index, reason)."""
         stream = self._stream()
-        codec = self._codec(compression, stream)
+        bases = np.array([o.data.ptr for o in outs], dtype=np.uint64)
+        src = np.uint64(buffer.data.ptr) + offsets.astype(np.uint64)
+        dst = bases[which] + out_offsets.astype(np.uint64)
         bad: list[tuple[int, str]] = []
         for part in decode_calls(out_sizes, config.get("decode-call-bytes")):
-            src = _carve([buffer], np.zeros(len(part), dtype=np.int64), offsets[part], sizes[part])
-            dst = _carve(outs, which[part], out_offsets[part], out_sizes[part])
-            if sized:
-                config_ = _sized_config(codec, out_sizes[part])
-                self._keep(src, dst, codec.decode(src, out=dst, decompression_config=config_))
-                continue
-            try:
-                result = codec.decode(src, out=dst)
-                stream.synchronize()  # the batches name the idle stream (_carve): wait for the decode's
-                got = result.buffer_sizes
-            except ValueError as e:  # nvCOMP's own size check: "Output array 3 capacity ... too small"
-                m = re.search(r"Output array (\d+)", str(e))
-                failed = [int(part[int(m.group(1))])] if m else part.tolist()
-                return [(j, f"decodes to more than {out_sizes[j]} bytes ({e})") for j in failed]
-            bad += [
-                (int(j), f"decoded to {g} bytes, metadata says {out_sizes[j]}")
-                for j, g in zip(part, got, strict=True)
-                if g != out_sizes[j]
-            ]
+            done = decompress.launch(compression, src[part], sizes[part], dst[part], out_sizes[part], stream)
+            _wait(stream)
+            bad += [(int(part[j]), why) for j, why in done.failures()]
         return bad
 
 
-class _Interface:
-    """Device memory as a ``__cuda_array_interface__`` (version 3) that names the idle stream.
-
-    ``nvcomp.as_arrays`` may synchronise with the stream an interface names; cupy's name the
-    current one, which can hold an earlier decode. The buffers' contents are ready in the task's
-    stream order, so naming a stream that never gets work costs nothing (H200: 16 concurrent
-    decodes overlapped alike, probe_bisect.py "idle-iface").
-    """
-
-    def __init__(self, ptr: int, nbytes: int, keep: object) -> None:
-        self.keep = keep  # keeps the memory alive while nvCOMP's views exist
-        self.__cuda_array_interface__ = {
-            "shape": (nbytes,),
-            "typestr": "|u1",
-            "data": (ptr, False),
-            "version": 3,
-            "stream": _idle_stream().ptr,
-        }
-
-
-def _idle_stream() -> cp.cuda.Stream:
-    with _lock:
-        dev = cp.cuda.Device().id
-        if dev not in _idle:
-            _idle[dev] = cp.cuda.Stream(non_blocking=True)  # never given work
-        return _idle[dev]
-
-
-def _carve(buffers: list[cp.ndarray], which: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> object:
-    """One nvCOMP batch of entries of one or several device buffers: entry ``i`` is ``sizes[i]``
-    bytes at ``offsets[i]`` of ``buffers[which[i]]``.
-
-    nvCOMP carves a batch out of one buffer by an offset table, so the entries of several are carved
-    out of the address range that spans them all (one device address space), by offsets from its
-    lowest address; nvCOMP touches only the entries. The batch is tied to the idle stream too; the
-    decode runs on its codec's stream all the same.
-    """
-    ptrs = np.array([b.data.ptr for b in buffers], dtype=np.int64)
-    used = np.unique(which)
-    base = int(ptrs[used].min())
-    end = max(int(ptrs[k]) + buffers[k].nbytes for k in used)
-    span = _Interface(base, end - base, buffers)
-    table = ptrs[which] + offsets - base
-    return nvcomp.as_arrays(span, table.tolist(), np.asarray(sizes).tolist(), cuda_stream=_idle_stream().ptr)
+def _wait(stream: cp.cuda.Stream) -> None:
+    """Wait for ``stream``, polling with the GIL released: other threads keep launching work."""
+    done = stream.record()
+    while not done.done:
+        time.sleep(0.0002)
 
 
 _slots: dict[int, threading.BoundedSemaphore] = {}
@@ -352,12 +258,6 @@ def _read_slot() -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
     with _lock:
         return _slots.setdefault(n, threading.BoundedSemaphore(n))
-
-
-def _sized_config(codec: nvcomp.Codec, sizes: np.ndarray) -> object:
-    """A decode config with every output size given (from the metadata): decode then never syncs.
-    Made afresh for each call, as in the decodes that overlapped in probe_bisect.py."""
-    return codec.decompression_config(codec.compression_config(sizes.tolist()))
 
 
 def _aligned(buffer: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> tuple[cp.ndarray, np.ndarray]:

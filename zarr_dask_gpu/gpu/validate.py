@@ -30,16 +30,13 @@ def _kernel() -> cp.RawKernel:
 
 def check_batch(
     buffer: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray, compression: str, expected: int | np.ndarray
-) -> tuple[list[tuple[int, str]], bool]:
+) -> list[tuple[int, str]]:
     """Check a batch of compressed chunks (``expected``: each one's decoded size, or one for all).
 
     Returns
     -------
     bad
         The chunks that must not be decoded, as (index, reason); empty when all are sound.
-    sized
-        Every chunk's header proved its decoded size (zstd with a content size, gzip, lz4), so
-        nvCOMP can decode with sizes from the metadata, without reading headers back to the host.
     """
     n = len(offsets)
     expected_all = np.broadcast_to(np.asarray(expected, dtype=np.int64), (n,))
@@ -61,9 +58,6 @@ def check_batch(
         ),
     )
     status_h, claimed_h = status.get(), claimed.get()
-    bad = np.flatnonzero(status_h)
-    # gzip states the size modulo 2**32 only
-    sized = bool((claimed_h >= 0).all()) and not (compression == "gzip" and expected_all.max() >= 2**32)
     return [
         (
             int(i),
@@ -73,8 +67,8 @@ def check_batch(
                 expected=int(expected_all[i]),
             ),
         )
-        for i in bad
-    ], sized
+        for i in np.flatnonzero(status_h)
+    ]
 
 
 @functools.cache
