@@ -102,6 +102,9 @@ def main() -> None:
             backend.time, "sleep", lambda s: backend.GpuBackend._stream().synchronize()
         ),
         "read-slots=4 (four tasks read at once)": lambda: dask.config.set({"zarr_dask_gpu.read-slots": 4}),
+        "kvikio device preads (host-read-below=0)": lambda: dask.config.set(
+            {"zarr_dask_gpu.host-read-below": 0}
+        ),
         "kvikio reads into pinned host memory, one copy": lambda: _patch(
             KvikioReader, "read", _timed("read", pinned_read)
         ),

@@ -1,9 +1,14 @@
+import dask
 import numpy as np
 import pytest
 
 from zarr_dask_gpu.device import gpu_available
 
-DEVICES = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
+DEVICES = [
+    "cpu",
+    pytest.param("gpu", marks=pytest.mark.gpu),
+    pytest.param("gpu-kvikio", marks=pytest.mark.gpu),
+]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -17,7 +22,13 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(params=DEVICES)
 def device(request):
-    return request.param
+    """The device a test reads on. "gpu-kvikio" is the GPU with every local read a kvikio device
+    pread; on "gpu", small reads (most tests' chunks) go through pinned host memory (host-read-below)."""
+    if request.param == "gpu-kvikio":
+        with dask.config.set({"zarr_dask_gpu.host-read-below": 0}):
+            yield "gpu"
+    else:
+        yield request.param
 
 
 def host(x):

@@ -6,10 +6,13 @@ import os
 from collections.abc import Iterator, Sequence
 
 import cupy as cp
+import cupyx
 import kvikio
 import numpy as np
+from dask.utils import parse_bytes
 
-from ..io import Staged, layout
+from .. import config
+from ..io import Layout, Staged, layout, pread_into
 from ..retry import retrying
 from ..storage import Range, Read
 
@@ -18,10 +21,13 @@ _WINDOW = 64
 
 
 class KvikioReader:
-    """CuFile preads (GPUDirect Storage, or kvikio's POSIX compat mode) into device memory."""
+    """CuFile preads (GPUDirect Storage, or kvikio's POSIX compat mode) into device memory; reads
+    smaller than ``host-read-below`` on average go through pinned host memory instead."""
 
     def read(self, ranges: Sequence[Range | None], skip: int = 0, align: int = 1) -> Staged:
         plan = layout(ranges, skip, align)
+        if plan.reads and plan.total < len(plan.reads) * parse_bytes(config.get("host-read-below")):
+            return _through_host(plan)
         buf = cp.empty(max(plan.total, 1), dtype=np.uint8)
         for w in range(0, len(plan.reads), _WINDOW):
             window = range(w, min(w + _WINDOW, len(plan.reads)))
@@ -39,6 +45,18 @@ class KvikioReader:
                 files.append(kvikio.CuFile(rd.path, "r"))
                 futures.append(files[-1].pread(buf[starts[k] : starts[k] + rd.size], rd.size, rd.offset))
             collect(futures, [reads[k] for k in window])
+
+
+def _through_host(plan: Layout) -> Staged:
+    """Small reads: POSIX preads on CPU threads into one pinned buffer, then one copy to the device.
+    In compat mode each device pread is a CuFile open and a bounce-buffer copy of its own; for
+    dataset B's 256 KiB chunks that cost more than the reads (docs/performance.md)."""
+    host = cupyx.empty_pinned(max(plan.total, 1), dtype=np.uint8)
+    pread_into(host, plan)
+    buf = cp.empty(max(plan.total, 1), dtype=np.uint8)
+    buf.set(host)
+    cp.cuda.get_current_stream().synchronize()  # the pinned buffer goes back to its pool after this
+    return Staged(buf, plan.offsets, plan.sizes)
 
 
 @contextlib.contextmanager
