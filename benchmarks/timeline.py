@@ -24,14 +24,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import cupy as cp
-import cupyx
 import dask
 import kvikio
 import numpy as np
 
 from zarr_dask_gpu.gpu import backend, reader, validate
 from zarr_dask_gpu.gpu.reader import KvikioReader
-from zarr_dask_gpu.io import Staged, layout
 from zarr_dask_gpu.metadata import open_array_info
 from zarr_dask_gpu.sample import write_sample
 from zarr_dask_gpu.task import read_region
@@ -105,9 +103,6 @@ def main() -> None:
         "kvikio device preads (host-read-below=0)": lambda: dask.config.set(
             {"zarr_dask_gpu.host-read-below": 0}
         ),
-        "kvikio reads into pinned host memory, one copy": lambda: _patch(
-            KvikioReader, "read", _timed("read", pinned_read)
-        ),
         # what opening a CuFile per read costs (the untimed first pass opens every file once)
         "CuFile handles kept open between passes": lambda: _patch(
             reader, "kvikio", types.SimpleNamespace(CuFile=_KeptFile)
@@ -150,25 +145,6 @@ def main() -> None:
                         f"    thread {tid % 10000:4d}: "
                         + " ".join(f"{ph}@{(a - t0) * 1e3:.0f}+{(b - a) * 1e3:.0f}" for ph, a, b in events)
                     )
-
-
-def pinned_read(self: KvikioReader, ranges: Any, skip: int = 0, align: int = 1) -> Staged:
-    """A task's reads as kvikio host preads into one pinned buffer (cupy's pinned pool), then one
-    host-to-device copy: in compat mode a device pread goes through kvikio's bounce buffer with a
-    copy per read, which may be what bounds dataset B (1024 files of 256 KiB per task)."""
-    plan = layout(ranges, skip, align)
-    host = cupyx.empty_pinned(max(plan.total, 1), dtype=np.uint8)
-    for w in range(0, len(plan.reads), reader._WINDOW):
-        window = plan.reads[w : w + reader._WINDOW]
-        with reader.in_flight() as (files, futures):
-            for rd, start in zip(window, plan.starts[w : w + reader._WINDOW], strict=True):
-                files.append(kvikio.CuFile(rd.path, "r"))
-                futures.append(files[-1].pread(host[start : start + rd.size], rd.size, rd.offset))
-            reader.collect(futures, window)
-    buf = cp.empty(max(plan.total, 1), dtype=np.uint8)
-    buf.set(host)
-    cp.cuda.get_current_stream().synchronize()  # the pinned buffer returns to the pool after this
-    return Staged(buf, plan.offsets, plan.sizes)
 
 
 _open_files: dict[str, Any] = {}

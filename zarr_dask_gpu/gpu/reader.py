@@ -12,7 +12,7 @@ import numpy as np
 from dask.utils import parse_bytes
 
 from .. import config
-from ..io import Layout, Staged, layout, pread_into
+from ..io import Staged, layout
 from ..retry import retrying
 from ..storage import Range, Read
 
@@ -22,23 +22,22 @@ _WINDOW = 64
 
 class KvikioReader:
     """CuFile preads (GPUDirect Storage, or kvikio's POSIX compat mode) into device memory; reads
-    smaller than ``host-read-below`` on average go through pinned host memory instead."""
+    smaller than ``host-read-below`` on average into pinned host memory, then one copy."""
 
     def read(self, ranges: Sequence[Range | None], skip: int = 0, align: int = 1) -> Staged:
         plan = layout(ranges, skip, align)
-        if plan.reads and plan.total < len(plan.reads) * parse_bytes(config.get("host-read-below")):
-            return _through_host(plan)
-        buf = cp.empty(max(plan.total, 1), dtype=np.uint8)
+        small = plan.reads and plan.total < len(plan.reads) * parse_bytes(config.get("host-read-below"))
+        buf = (cupyx.empty_pinned if small else cp.empty)(max(plan.total, 1), dtype=np.uint8)
         for w in range(0, len(plan.reads), _WINDOW):
             window = range(w, min(w + _WINDOW, len(plan.reads)))
             retrying(
                 f"{len(window)} reads under {os.path.dirname(plan.reads[w].path)}",
                 lambda window=window: self._read_window(plan.reads, plan.starts, window, buf),
             )
-        return Staged(buf, plan.offsets, plan.sizes)
+        return Staged(_to_device(buf) if small else buf, plan.offsets, plan.sizes)
 
     @staticmethod
-    def _read_window(reads: Sequence[Read], starts: Sequence[int], window: range, buf: cp.ndarray) -> None:
+    def _read_window(reads: Sequence[Read], starts: Sequence[int], window: range, buf: object) -> None:
         with in_flight() as (files, futures):
             for k in window:
                 rd = reads[k]
@@ -47,16 +46,14 @@ class KvikioReader:
             collect(futures, [reads[k] for k in window])
 
 
-def _through_host(plan: Layout) -> Staged:
-    """Small reads: POSIX preads on CPU threads into one pinned buffer, then one copy to the device.
-    In compat mode each device pread is a CuFile open and a bounce-buffer copy of its own; for
-    dataset B's 256 KiB chunks that cost more than the reads (docs/performance.md)."""
-    host = cupyx.empty_pinned(max(plan.total, 1), dtype=np.uint8)
-    pread_into(host, plan)
-    buf = cp.empty(max(plan.total, 1), dtype=np.uint8)
+def _to_device(host: np.ndarray) -> cp.ndarray:
+    """Small reads land in pinned host memory and go to the device in one copy: in compat mode a
+    device pread copies through kvikio's bounce buffer, one copy and sync per read, which for
+    dataset B's 256 KiB chunks cost more than the reads (docs/performance.md)."""
+    buf = cp.empty(host.nbytes, dtype=np.uint8)
     buf.set(host)
     cp.cuda.get_current_stream().synchronize()  # the pinned buffer goes back to its pool after this
-    return Staged(buf, plan.offsets, plan.sizes)
+    return buf
 
 
 @contextlib.contextmanager
