@@ -27,12 +27,12 @@ step probe "${PROBE_TIMEOUT:-260}" python3 benchmarks/probe_threads.py
 step bisect "${BISECT_TIMEOUT:-150}" python3 benchmarks/probe_bisect.py --only backend-nvcomp pipeline
 step timeline "${TIMELINE_TIMEOUT:-200}" python3 benchmarks/timeline.py
 step timeline8 "${TIMELINE_TIMEOUT:-200}" env CUDA_DEVICE_MAX_CONNECTIONS=8 python3 benchmarks/timeline.py
+# shellcheck disable=SC2016  # the Python is single-quoted on purpose
+step bdata 120 python3 -c 'import argparse; from zarr_dask_gpu.bench import _dataset; _dataset(argparse.Namespace(gib=4.0, path="/tmp/bench-a.zarr"), "B")'
 # shellcheck disable=SC2016  # expanded by the inner bash
 step timelines "${TIMELINE_TIMEOUT:-200}" bash -c 'for d in ${TIMELINES:-B C D}; do python3 benchmarks/timeline.py --path /tmp/bench-a.zarr-$d | grep -v "^    thread"; done'
 step cprobe 120 python3 benchmarks/probe_nvcomp_c.py
 step lz4probe 120 python3 benchmarks/probe_lz4_damage.py
-# shellcheck disable=SC2016  # the Python is single-quoted on purpose
-step bdata 120 python3 -c 'import argparse; from zarr_dask_gpu.bench import _dataset; _dataset(argparse.Namespace(gib=4.0, path="/tmp/bench-a.zarr"), "B")' 
 step scratch 60 python3 benchmarks/timeline.py --scratch
 step remote "${REMOTE_TIMEOUT:-200}" python3 benchmarks/remote_bench.py
 step scaling "${SCALING_TIMEOUT:-500}" python3 benchmarks/scaling.py --sizes-gib 4 16 --json "$OUT/scaling.json"
