@@ -101,7 +101,7 @@ def main() -> None:
         "stream.synchronize() instead of polling": lambda: _patch(
             backend.time, "sleep", lambda s: backend.GpuBackend._stream().synchronize()
         ),
-        "read-slots=4 (four tasks read at once)": lambda: dask.config.set({"zarr_dask_gpu.read-slots": 4}),
+        "read-slots=0 (all tasks read at once)": lambda: dask.config.set({"zarr_dask_gpu.read-slots": 0}),
         "kvikio device preads (host-read-below=0)": lambda: dask.config.set(
             {"zarr_dask_gpu.host-read-below": 0}
         ),

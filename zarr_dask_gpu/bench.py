@@ -300,7 +300,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     for key, value in (
         ("decode-call-bytes", "128MiB"),
         ("decode-call-bytes", "64MiB"),
-        ("read-slots", 4),
+        ("read-slots", 0),
         ("read-slots", 8),
     ):
         with dask.config.set({f"zarr_dask_gpu.{key}": value}):
@@ -470,8 +470,8 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
             cold_read()
 
         row(f"cold: from_zarr_gpu().persist(), in-process, {args.threads} threads", timed(ours_cold, 1))
-        with dask.config.set({"zarr_dask_gpu.read-slots": 4}):
-            row(f"cold: from_zarr_gpu().persist(), {args.threads} threads, read-slots=4", timed(ours_cold, 1))
+        with dask.config.set({"zarr_dask_gpu.read-slots": 0}):
+            row(f"cold: from_zarr_gpu().persist(), {args.threads} threads, read-slots=0", timed(ours_cold, 1))
         results["cold_read_x_ratio"] = (
             results["cold: ceiling: kvikio pread (compressed bytes)"] * nbytes / stored
         )

@@ -28,7 +28,7 @@ DEFAULTS: dict[str, Any] = {
     "host-read-below": "1MiB",
     # tasks of a process reading at once on the GPU path (0: all): fewer finish their reads sooner
     # and decode while the others read
-    "read-slots": 0,
+    "read-slots": 4,
     # how the GPU path reads remote chunks: "auto" (kvikio.RemoteFile for HTTP(S) and S3 where this
     # kvikio has remote support, else fsspec), "kvikio" or "fsspec" (host requests, one copy)
     "remote-io": "auto",
