@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Runs on the GPU host, in the repo root, after the wheelhouse is installed (README: "GPU machine"):
-# the gpu-marked tests, `zarr-dask-gpu bench`, the per-phase task timeline (at 32 and at 8 CUDA
-# connections), nvCOMP's scratch and a task's peak memory, the loopback-HTTP remote benchmark, the thread-safety probe, the decode-overlap
-# bisection and the state-dict benchmark (needs safetensors). Logs and JSON go to $OUT (default
-# /tmp/out). STEPS picks the steps (default: tests bench timeline scratch); each has its own
-# timeout: choose steps that fit one device call (10 minutes).
-# Usage: [STEPS="bisect tests bench"] bash scripts/gpu_check.sh [pytest args...]
+# Runs on the GPU host, in the repo root, after the wheelhouse is installed (README: "GPU machine").
+# Steps: tests (gpu-marked), bench (`zarr-dask-gpu bench`), probe (thread-safety of nvCOMP's Python
+# codecs), timeline and timeline8 (per-phase task timeline of A at 32 and 8 CUDA connections), bdata
+# (writes dataset B), timelines (of the datasets in TIMELINES, default "B C D", written by bench or
+# bdata), cprobe (nvCOMP's C API: scratch and decode times), lz4probe (nvCOMP's LZ4 on damaged
+# blocks), scratch (a task's peak memory), remote (loopback HTTP), scaling (multi-GPU) and dl (the
+# state-dict benchmark; needs safetensors). Logs and JSON go to $OUT (default /tmp/out). STEPS picks
+# the steps (default: tests bench timeline scratch); each has its own timeout: choose steps that fit
+# one device call (10 minutes).
+# Usage: [STEPS="tests bench"] [BENCH_ARGS="--datasets A,B"] bash scripts/gpu_check.sh [pytest args...]
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 STEPS=${STEPS:-tests bench timeline scratch}
@@ -24,7 +27,6 @@ step tests "${TEST_TIMEOUT:-240}" python3 -m pytest -q -m gpu -p no:cacheprovide
 # shellcheck disable=SC2086  # BENCH_ARGS holds several words
 step bench "${BENCH_TIMEOUT:-300}" python3 -m zarr_dask_gpu.cli bench --json "$OUT/bench.json" --chart "$OUT/performance.png" ${BENCH_ARGS:-}
 step probe "${PROBE_TIMEOUT:-260}" python3 benchmarks/probe_threads.py
-step bisect "${BISECT_TIMEOUT:-150}" python3 benchmarks/probe_bisect.py --only backend-nvcomp pipeline
 step timeline "${TIMELINE_TIMEOUT:-200}" python3 benchmarks/timeline.py
 step timeline8 "${TIMELINE_TIMEOUT:-200}" env CUDA_DEVICE_MAX_CONNECTIONS=8 python3 benchmarks/timeline.py
 # shellcheck disable=SC2016  # the Python is single-quoted on purpose
