@@ -110,7 +110,27 @@ class HostReader:
             return self._read_remote(ranges, skip, align)
         plan = layout(ranges, skip, align)
         buf = np.empty(plan.total, dtype=np.uint8)
-        pread_into(buf, plan)
+
+        def one(k: int) -> None:
+            rd = plan.reads[k]
+            view = memoryview(buf)[plan.starts[k] : plan.starts[k] + rd.size]
+
+            def attempt() -> None:
+                with open(rd.path, "rb", buffering=0) as f:
+                    f.seek(rd.offset)
+                    got = f.readinto(view)
+                if got != rd.size:  # the file shrank, or a shard is shorter than its index says
+                    raise OSError(
+                        errno.EIO, f"short read of {rd.path}: {got} of {rd.size} bytes at {rd.offset}"
+                    )
+
+            retrying(rd.path, attempt)
+
+        if len(plan.reads) > 1:
+            with ThreadPoolExecutor(min(cpu_threads(), len(plan.reads))) as ex:
+                list(ex.map(one, range(len(plan.reads))))
+        elif plan.reads:
+            one(0)
         return Staged(buf, plan.offsets, plan.sizes)
 
     def _read_remote(self, ranges: Sequence[Range | None], skip: int, align: int) -> Staged:
@@ -145,29 +165,6 @@ class HostReader:
                 for unit, at in rd.members:
                     blobs[unit] = data[at : at + ranges[unit].size]  # type: ignore[union-attr]
         return staged_from(blobs, skip, align)
-
-
-def pread_into(buf: np.ndarray, plan: Layout) -> None:
-    """The plan's preads into ``buf`` (host memory of ``plan.total`` bytes), on CPU threads."""
-
-    def one(k: int) -> None:
-        rd = plan.reads[k]
-        view = memoryview(buf)[plan.starts[k] : plan.starts[k] + rd.size]
-
-        def attempt() -> None:
-            with open(rd.path, "rb", buffering=0) as f:
-                f.seek(rd.offset)
-                got = f.readinto(view)
-            if got != rd.size:  # the file shrank, or a shard is shorter than its index says
-                raise OSError(errno.EIO, f"short read of {rd.path}: {got} of {rd.size} bytes at {rd.offset}")
-
-        retrying(rd.path, attempt)
-
-    if len(plan.reads) > 1:
-        with ThreadPoolExecutor(min(cpu_threads(), len(plan.reads))) as ex:
-            list(ex.map(one, range(len(plan.reads))))
-    elif plan.reads:
-        one(0)
 
 
 def host_reader(info: ArrayInfo) -> HostReader:
