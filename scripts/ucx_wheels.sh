@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Wheels for UCX communication (distributed-ucxx and what it loads) on an offline CUDA 13 GPU host, for
+# the UCX rows of benchmarks/scaling.py, into .whl-ucx/. libucx's wheel is cut to its shared libraries
+# (no static libraries, perftest, headers or examples: 42 -> 19 MiB), and .whl-x2/ gets hard links to
+# .whl and .whl-ucx without the wheels the scaling run does not load (nvCOMP's Python API, safetensors),
+# so that it fits the device tool's 64 MiB carry. Carry .whl-x2 and install it as .whl (README).
+# Usage: bash scripts/ucx_wheels.sh [python]   (after ../shared/gpu/wheels.sh has filled .whl/)
+set -euo pipefail
+PY=${1:-python3}
+OUT=.whl-ucx
+rm -rf "$OUT" .whl-x2 && mkdir -p "$OUT"
+"$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
+    -d "$OUT" distributed-ucxx-cu13==0.52.0 ucxx-cu13==0.52.0 libucxx-cu13==0.52.0 libucx-cu13==1.21.0 \
+    rmm-cu13==26.10.0 librmm-cu13==26.10.0
+wheel=$(ls "$OUT"/libucx_cu13-*.whl)
+tmp=$(mktemp -d)
+(cd "$tmp" && "$PY" -m zipfile -e "$OLDPWD/$wheel" . \
+    && find . \( -name '*.a' -o -name '*.la' -o -name '*.so.0.0.0' \) -delete \
+    && rm -rf libucx/bin libucx/share libucx/include libucx/lib/cmake libucx/lib/pkgconfig libucx/lib/ucx/*perftest* \
+    && rm "$OLDPWD/$wheel" && "$PY" -c "
+import glob, os, sys, zipfile
+record = glob.glob('*.dist-info/RECORD')[0]  # drop the removed files' lines
+lines = [line for line in open(record) if os.path.exists(line.split(',')[0])]
+open(record, 'w').writelines(lines)
+with zipfile.ZipFile(sys.argv[1], 'w', zipfile.ZIP_DEFLATED) as z:
+    for root, _, files in os.walk('.'):
+        for f in files:
+            z.write(os.path.join(root, f), os.path.relpath(os.path.join(root, f), '.'))
+" "$OLDPWD/$wheel")
+rm -rf "$tmp"
+mkdir .whl-x2 && ln .whl/*.whl "$OUT"/*.whl .whl-x2/ && rm -f .whl-x2/nvidia_nvcomp_cu13-* .whl-x2/safetensors-*
+du -sh "$OUT" .whl-x2
