@@ -102,9 +102,6 @@ def main() -> None:
             backend.time, "sleep", lambda s: backend.GpuBackend._stream().synchronize()
         ),
         "read-slots=0 (all tasks read at once)": lambda: dask.config.set({"zarr_dask_gpu.read-slots": 0}),
-        # a task's reads in batches, each decoded on a helper thread's stream while the next is read
-        "read-batches=2": lambda: dask.config.set({"zarr_dask_gpu.read-batches": 2}),
-        "read-batches=4": lambda: dask.config.set({"zarr_dask_gpu.read-batches": 4}),
         "kvikio device preads (host-read-below=0)": lambda: dask.config.set(
             {"zarr_dask_gpu.host-read-below": 0}
         ),

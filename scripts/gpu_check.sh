@@ -23,7 +23,7 @@ step() {  # name, timeout, command...
     timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.log"
     rc[$name]=${PIPESTATUS[0]}
 }
-step tests "${TEST_TIMEOUT:-360}" python3 -m pytest -q -m gpu -p no:cacheprovider -o faulthandler_timeout=60 "$@"
+step tests "${TEST_TIMEOUT:-240}" python3 -m pytest -q -m gpu -p no:cacheprovider -o faulthandler_timeout=60 "$@"
 # shellcheck disable=SC2086  # BENCH_ARGS holds several words
 step bench "${BENCH_TIMEOUT:-300}" python3 -m zarr_dask_gpu.cli bench --json "$OUT/bench.json" --chart "$OUT/performance.png" ${BENCH_ARGS:-}
 step probe "${PROBE_TIMEOUT:-260}" python3 benchmarks/probe_threads.py

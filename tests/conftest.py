@@ -8,7 +8,6 @@ DEVICES = [
     "cpu",
     pytest.param("gpu", marks=pytest.mark.gpu),
     pytest.param("gpu-kvikio", marks=pytest.mark.gpu),
-    pytest.param("gpu-batches", marks=pytest.mark.gpu),
 ]
 
 
@@ -24,11 +23,9 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(params=DEVICES)
 def device(request):
     """The device a test reads on. "gpu-kvikio" is the GPU with every local read a kvikio device
-    pread; on "gpu", small reads (most tests' chunks) go through pinned host memory (host-read-below);
-    "gpu-batches" reads a task's chunks in three batches, decoding each while the next is read."""
-    settings = {"gpu-kvikio": {"host-read-below": 0}, "gpu-batches": {"read-batches": 3}}
-    if request.param in settings:
-        with dask.config.set({f"zarr_dask_gpu.{k}": v for k, v in settings[request.param].items()}):
+    pread; on "gpu", small reads (most tests' chunks) go through pinned host memory (host-read-below)."""
+    if request.param == "gpu-kvikio":
+        with dask.config.set({"zarr_dask_gpu.host-read-below": 0}):
             yield "gpu"
     else:
         yield request.param

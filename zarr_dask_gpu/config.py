@@ -29,9 +29,6 @@ DEFAULTS: dict[str, Any] = {
     # tasks of a process reading at once on the GPU path (0: all): fewer finish their reads sooner
     # and decode while the others read
     "read-slots": 4,
-    # a GPU task's chunks are read in this many batches, each checked and decoded on a helper thread's
-    # stream while the next is read (1: read all, then decode)
-    "read-batches": 1,
     # how the GPU path reads remote chunks: "auto" (kvikio.RemoteFile for HTTP(S) and S3 where this
     # kvikio has remote support, else fsspec), "kvikio" or "fsspec" (host requests, one copy)
     "remote-io": "auto",

@@ -5,7 +5,6 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from concurrent import futures
 
 import cupy as cp
 import numpy as np
@@ -84,48 +83,8 @@ class GpuBackend:
     ) -> list[list[cp.ndarray | Slot | None]]:
         """``decode`` of several blocks (of one array or several) at once: the local chunks of all
         are read in one batch of preads, and their chunks of one compression checked and decoded in
-        one nvCOMP batch (``load_state_dict`` reads many tensors in one task so).
-
-        With ``read-batches`` n > 1, each block's chunks are split into n batches read one after
-        another; each batch but the last is checked and decoded on a helper thread's stream while
-        this thread reads the next."""
-        n = max(int(config.get("read-batches")), 1)
-        subs = [
-            [_Part(info, pieces[lo:hi], out) for lo, hi in _slices(len(pieces), n)]
-            for info, pieces, out in blocks
-        ]
-        batches = [[s[j] for s in subs if j < len(s)] for j in range(max(map(len, subs), default=0))]
-        pending: list[futures.Future] = []
-        try:
-            for j, batch in enumerate(batches):
-                self._read(batch)
-                if j + 1 < len(batches):
-                    done = cp.cuda.get_current_stream().record()  # the block and staging allocations
-                    dev = cp.cuda.Device().id
-                    pending.append(_helpers().submit(self._finish_elsewhere, batch, done, dev))
-                else:
-                    self._finish(batch)
-        finally:
-            futures.wait(pending)  # none still writes into the block when an error leaves
-        for f in pending:
-            f.result()  # a damaged batch raises
-        return [[c for part in s for c in part.result()] for s in subs]
-
-    def _finish_elsewhere(self, parts: list["_Part"], ready: cp.cuda.Event, device: int) -> None:
-        """``_finish`` on this helper thread's stream of ``device``, after ``ready``; complete when it
-        returns."""
-        with cp.cuda.Device(device):
-            stream = self._stream()
-            stream.wait_event(ready)
-            try:
-                with stream:
-                    self._finish(parts)
-            finally:
-                _wait(stream)
-
-    def _read(self, parts: list["_Part"]) -> None:
-        """Stage the parts' compressed chunks in device memory (local ones in one batch of preads);
-        chains the GPU cannot decode are decoded on the host here."""
+        one nvCOMP batch (``load_state_dict`` reads many tensors in one task so)."""
+        parts = [_Part(info, pieces, out) for info, pieces, out in blocks]
         together: dict[int, list[_Part]] = {}  # header bytes to skip: local parts read in one batch
         for part in parts:
             if part.chain is None:  # a chain the GPU cannot decode: zarr-python on the host, then copy
@@ -142,15 +101,13 @@ class GpuBackend:
                 n = len(p.ranges)
                 p.staged = Staged(staged.buffer, staged.offsets[at : at + n], staged.sizes[at : at + n])
                 at += n
-
-    def _finish(self, parts: list["_Part"]) -> None:
-        """Check the staged parts and decode them, one nvCOMP batch per compression and buffer."""
-        merged: dict[tuple[str, int], list[_Part]] = {}
+        merged: dict[tuple[str, int], list[_Part]] = {}  # one nvCOMP batch per compression and buffer
         for part in parts:
             if part.staged is not None and self._prepare(part):
                 merged.setdefault((part.chain.compression, id(part.staged.buffer)), []).append(part)
         for (compression, _), group in merged.items():
             self._decode_merged(compression, group)
+        return [part.result() for part in parts]
 
     def _read_remote(self, part: "_Part") -> Staged:
         with _read_slot():
@@ -287,23 +244,6 @@ def _wait(stream: cp.cuda.Stream) -> None:
     done = stream.record()
     while not done.done:
         time.sleep(0.0002)
-
-
-_pool: list[futures.ThreadPoolExecutor] = []
-
-
-def _helpers() -> futures.ThreadPoolExecutor:
-    """Threads that check and decode a task's earlier read batches, each on its own stream."""
-    with _lock:
-        if not _pool:
-            _pool.append(futures.ThreadPoolExecutor(32, thread_name_prefix="zarr-dask-gpu-decode"))
-        return _pool[0]
-
-
-def _slices(n: int, k: int) -> list[tuple[int, int]]:
-    """``[lo, hi)`` of ``min(k, n)`` contiguous slices of ``range(n)``, of sizes differing by 1 at most."""
-    edges = np.linspace(0, n, min(k, n) + 1).round().astype(int)
-    return list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
 
 
 _slots: dict[int, threading.BoundedSemaphore] = {}
