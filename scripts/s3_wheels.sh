@@ -22,15 +22,9 @@ rm -rf "$OUT" && mkdir -p "$OUT"
     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d "$OUT" "${pins[@]}"
 wheel=$(ls "$OUT"/botocore-*.whl)
 tmp=$(mktemp -d)
-(cd "$tmp" && "$PY" -m zipfile -e "$OLDPWD/$wheel" . \
-    && find botocore/data -mindepth 1 -maxdepth 1 -type d ! -name s3 ! -name sts ! -name iam \
-        ! -name s3control -exec rm -rf {} + \
-    && rm "$OLDPWD/$wheel" && "$PY" -c "
-import os, sys, zipfile
-with zipfile.ZipFile(sys.argv[1], 'w', zipfile.ZIP_DEFLATED) as z:
-    for root, _, files in os.walk('.'):
-        for f in files:
-            z.write(os.path.join(root, f), os.path.relpath(os.path.join(root, f), '.'))
-" "$OLDPWD/$wheel")
+"$PY" -m zipfile -e "$wheel" "$tmp"
+find "$tmp/botocore/data" -mindepth 1 -maxdepth 1 -type d ! -name s3 ! -name sts ! -name iam \
+    ! -name s3control -exec rm -rf {} +
+"$PY" scripts/repack_wheel.py "$tmp" "$wheel"
 rm -rf "$tmp"
 du -sh "$OUT"

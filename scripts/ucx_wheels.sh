@@ -15,19 +15,10 @@ rm -rf "$OUT" .whl-x2 && mkdir -p "$OUT"
     rmm-cu13==26.10.0 librmm-cu13==26.10.0
 wheel=$(ls "$OUT"/libucx_cu13-*.whl)
 tmp=$(mktemp -d)
-(cd "$tmp" && "$PY" -m zipfile -e "$OLDPWD/$wheel" . \
-    && find . \( -name '*.a' -o -name '*.la' -o -name '*.so.0.0.0' \) -delete \
-    && rm -rf libucx/bin libucx/share libucx/include libucx/lib/cmake libucx/lib/pkgconfig libucx/lib/ucx/*perftest* \
-    && rm "$OLDPWD/$wheel" && "$PY" -c "
-import glob, os, sys, zipfile
-record = glob.glob('*.dist-info/RECORD')[0]  # drop the removed files' lines
-lines = [line for line in open(record) if os.path.exists(line.split(',')[0])]
-open(record, 'w').writelines(lines)
-with zipfile.ZipFile(sys.argv[1], 'w', zipfile.ZIP_DEFLATED) as z:
-    for root, _, files in os.walk('.'):
-        for f in files:
-            z.write(os.path.join(root, f), os.path.relpath(os.path.join(root, f), '.'))
-" "$OLDPWD/$wheel")
+"$PY" -m zipfile -e "$wheel" "$tmp"
+find "$tmp" \( -name '*.a' -o -name '*.la' -o -name '*.so.0.0.0' \) -delete
+rm -rf "$tmp"/libucx/{bin,share,include} "$tmp"/libucx/lib/{cmake,pkgconfig} "$tmp"/libucx/lib/ucx/*perftest*
+"$PY" scripts/repack_wheel.py "$tmp" "$wheel"
 rm -rf "$tmp"
 mkdir .whl-x2 && ln .whl/*.whl "$OUT"/*.whl .whl-x2/ && rm -f .whl-x2/nvidia_nvcomp_cu13-* .whl-x2/safetensors-*
 du -sh "$OUT" .whl-x2
