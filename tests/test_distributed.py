@@ -1,8 +1,11 @@
 """The graphs run on a distributed cluster of real worker processes."""
 
+import json
 import os
+import subprocess
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -51,3 +54,19 @@ def test_local_cluster_gives_gpu_workers_16_threads_and_the_cuda_queues(monkeypa
     assert seen["threads_per_worker"] == 16
     # the package sets 32 on import unless the environment already chose
     assert seen["env"] == {"CUDA_DEVICE_MAX_CONNECTIONS": os.environ["CUDA_DEVICE_MAX_CONNECTIONS"], "X": "1"}
+
+
+def test_scaling_script_runs_on_cpu_worker_processes(tmp_path):
+    # benchmarks/scaling.py as run on a multi-GPU host, on CPU workers: 1 and 2 processes, values
+    # checked inside (blocks, the mean, the rechunk across workers), every block placed on a worker
+    script = Path(__file__).parent.parent / "benchmarks" / "scaling.py"
+    out = tmp_path / "scaling.json"
+    args = ["--device", "cpu", "--sizes-gib", "0.0625", "--path", str(tmp_path / "s"), "--json", str(out)]
+    subprocess.run([sys.executable, str(script), *args], check=True, timeout=300, capture_output=True)
+    rows = json.loads(out.read_text())
+    assert [r["workers"] for r in rows] == sorted({1, min(4, os.cpu_count() or 1)})
+    for r in rows:
+        assert sum(r["blocks_per_worker"]) == r["blocks"] and len(r["blocks_per_worker"]) == r["workers"]
+        assert r["gbps"] > 0 and r["efficiency"] > 0
+    last = rows[-1]
+    assert last["mean_max_abs_err"] < 1e-3 and last["rechunk_s"] > 0
