@@ -1,6 +1,6 @@
 """nvCOMP's C API (libnvcomp through ctypes) on dataset A's chunks, against the Python ``Codec``: the
 zstd scratch it asks for, by the size-only query and by the query that reads the compressed data,
-per backend; and decode times of one call of every chunk and of 16 concurrent calls of 32 chunks,
+per backend; and decode times of one call of every chunk and of 2 to 16 concurrent calls sharing them,
 with scratch we allocate (cupy's pool) of each size. Values are checked against numcodecs.
 
 Run on the GPU host after `zarr-dask-gpu bench` wrote dataset A:
@@ -101,18 +101,27 @@ def temp_async(n: int, chunk: int, backend: int) -> int | str:
 
 
 def concurrent(
-    comp: cp.ndarray, offs: np.ndarray, sizes: np.ndarray, out: cp.ndarray, chunk: int, backend: int, truth
+    comp: cp.ndarray,
+    offs: np.ndarray,
+    sizes: np.ndarray,
+    out: cp.ndarray,
+    chunk: int,
+    backend: int,
+    truth,
+    calls: int,
 ) -> None:
-    """16 threads, each its own stream and a 32-chunk call: the pipeline's shape on A."""
+    """``calls`` threads, each its own stream and an equal share of the chunks in one call: 16 calls
+    of 32 chunks are the pipeline's shape on A; fewer, larger calls are what coalescing the decodes
+    of a worker's tasks would give."""
     n_all = len(offs)
-    per = n_all // 16
+    per = n_all // calls
     batches = [
         Batch(
             comp, offs[k * per : (k + 1) * per], sizes[k * per : (k + 1) * per], out[k * per * chunk :], chunk
         )
-        for k in range(16)
+        for k in range(calls)
     ]
-    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(16)]
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(calls)]
     temps = [cp.empty(b.temp_sync(backend, s), dtype=np.uint8) for b, s in zip(batches, streams, strict=True)]
 
     def run(k: int) -> None:
@@ -123,7 +132,7 @@ def concurrent(
         out.fill(0)
         cp.cuda.Device().synchronize()
         t0 = time.perf_counter()
-        threads = [threading.Thread(target=run, args=(k,)) for k in range(16)]
+        threads = [threading.Thread(target=run, args=(k,)) for k in range(calls)]
         for t in threads:
             t.start()
         for t in threads:
@@ -134,8 +143,8 @@ def concurrent(
     assert cp.array_equal(out[-chunk:], truth(n_all - 1))
     scratch = sum(t.nbytes for t in temps) / 2**20
     print(
-        f"backend {backend}: 16 threads x {per} chunks, own streams, scratch by data ({scratch:.0f} MiB): "
-        f"{dt * 1e3:.1f} ms, {n_all * chunk / dt / 1e9:.2f} GB/s",
+        f"backend {backend}: {calls} threads x {per} chunks, own streams, scratch by data "
+        f"({scratch:.0f} MiB): {dt * 1e3:.1f} ms, {n_all * chunk / dt / 1e9:.2f} GB/s",
         flush=True,
     )
 
@@ -204,7 +213,8 @@ def main() -> None:
             )
             del temp
 
-        concurrent(comp, offs, sizes, out, chunk, backend, truth)
+        for calls in (2, 4, 8, 16):
+            concurrent(comp, offs, sizes, out, chunk, backend, truth, calls)
     os._exit(0)
 
 
