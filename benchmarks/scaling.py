@@ -129,13 +129,10 @@ def main() -> None:
     # every count over the first protocol, then the largest count over the others (whose set-up can fail
     # on a host without their transport: the first protocol's rows are printed by then)
     plans = [[(n, args.protocols[0]) for n in counts], [(counts[-1], p) for p in args.protocols[1:]]]
-    out = [
-        r
-        for runs in plans
-        if runs
-        for gib in args.sizes_gib
-        for r in run(f"{args.path}-{gib:g}", gib, args.device, runs, args.threads)
-    ]
+    out = []
+    for runs in filter(None, plans):
+        for gib in args.sizes_gib:
+            out += run(f"{args.path}-{gib:g}", gib, args.device, runs, args.threads)
     for r in out:
         one = next((o["gbps"] for o in out if o["gib"] == r["gib"] and o["workers"] == 1), None)
         r["efficiency"] = r["gbps"] / (r["workers"] * one) if one else None
