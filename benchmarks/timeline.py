@@ -1,9 +1,9 @@
 """Where the whole read task's time goes when 16 run at once: per-phase host timings of every task,
 and the same pass with one phase taken out at a time.
 
-A task's phases (gpu/backend.py): the kvikio reads, the structure check (a kernel and a read-back),
-nvCOMP (its scratch query, the launch and the wait for the decode), and the wait for its stream at the
-end of the task. Each case runs all blocks of
+A task's phases (gpu/backend.py): planning (its chunks, their files' sizes, where each decodes), the
+reads, the structure check (a kernel and a read-back), nvCOMP (its scratch query, the launch and the
+wait for the decode), and the wait for its stream at the end of the task. Each case runs all blocks of
 the dataset twice on a thread pool (the second pass is timed) and prints the wall time, each phase's
 mean and max over tasks, and for the full case one line per task.
 
@@ -28,6 +28,7 @@ import dask
 import kvikio
 import numpy as np
 
+from zarr_dask_gpu import task
 from zarr_dask_gpu.gpu import backend, reader, validate
 from zarr_dask_gpu.gpu.reader import KvikioReader
 from zarr_dask_gpu.metadata import open_array_info
@@ -74,6 +75,10 @@ def main() -> None:
     KvikioReader.read = _timed("read", read)
     validate.check_batch = _timed("check", check)
     backend.GpuBackend._nvcomp = _timed("nvcomp", nvc)
+    # the per-chunk Python of planning: which chunks, their files' sizes, where each decodes
+    task.block_pieces = _timed("pieces", task.block_pieces)
+    backend.locate = _timed("locate", backend.locate)
+    backend.direct_offsets = _timed("offsets", backend.direct_offsets)
 
     @contextlib.contextmanager
     def timed_context(self: backend.GpuBackend) -> Iterator[None]:

@@ -4,7 +4,7 @@
 # codecs), timeline and timeline8 (per-phase task timeline of A at 32 and 8 CUDA connections), bdata
 # (writes dataset B), timelines (of the datasets in TIMELINES, default "B C D", written by bench or
 # bdata), cprobe (nvCOMP's C API: scratch and decode times), lz4probe (nvCOMP's LZ4 on damaged
-# blocks), scratch (a task's peak memory), remote (loopback HTTP), scaling (multi-GPU) and dl (the
+# blocks), checkprobe (the lz4 structure check's kernels on D), scratch (a task's peak memory), remote (loopback HTTP), scaling (multi-GPU) and dl (the
 # state-dict benchmark; needs safetensors). Logs and JSON go to $OUT (default /tmp/out). STEPS picks
 # the steps (default: tests bench timeline scratch); each has its own timeout: choose steps that fit
 # one device call (10 minutes).
@@ -35,6 +35,7 @@ step bdata 120 python3 -c 'import argparse; from zarr_dask_gpu.bench import _dat
 step timelines "${TIMELINE_TIMEOUT:-200}" bash -c 'for d in ${TIMELINES:-B C D}; do python3 benchmarks/timeline.py --path /tmp/bench-a.zarr-$d | grep -v "^    thread"; done'
 step cprobe 120 python3 benchmarks/probe_nvcomp_c.py
 step lz4probe 120 python3 benchmarks/probe_lz4_damage.py
+step checkprobe 120 python3 benchmarks/probe_check.py
 step scratch 60 python3 benchmarks/timeline.py --scratch
 step remote "${REMOTE_TIMEOUT:-200}" python3 benchmarks/remote_bench.py
 step scaling "${SCALING_TIMEOUT:-500}" python3 benchmarks/scaling.py --sizes-gib 4 16 --json "$OUT/scaling.json"

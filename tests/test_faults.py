@@ -20,31 +20,36 @@ from zarr_dask_gpu import BlockMemoryError, from_zarr_gpu
 from .conftest import host, sample
 
 
-def _flaky_open(failures):
+def _flaky_open(monkeypatch, failures):
+    """``os.open`` failing for the first ``failures`` chunk files (``c/...``) the readers open."""
     calls = {"n": 0}
+    real = os.open
 
-    def flaky(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] <= failures:
-            raise OSError(errno.EIO, "injected transient IO error")
-        return open(*args, **kwargs)
+    def flaky(path, *args, **kwargs):
+        if f"{os.sep}c{os.sep}" in str(path):
+            calls["n"] += 1
+            if calls["n"] <= failures:
+                raise OSError(errno.EIO, "injected transient IO error")
+        return real(path, *args, **kwargs)
 
-    return flaky
+    monkeypatch.setattr(zio.os, "open", flaky)
+    return calls
 
 
 def test_transient_io_errors_are_retried(tmp_path, monkeypatch):
     a = zarr.create_array(tmp_path / "a.zarr", shape=(40,), chunks=(10,), dtype="i4")
     a[...] = np.arange(40)
-    monkeypatch.setattr(zio, "open", _flaky_open(2), raising=False)
+    calls = _flaky_open(monkeypatch, 2)
     with dask.config.set({"zarr_dask_gpu.io-retry-delay": 0.001}):
         x = from_zarr_gpu(tmp_path / "a.zarr", chunks=40, device="cpu")
         np.testing.assert_array_equal(x.compute(scheduler="sync"), np.arange(40))
+    assert calls["n"] > 4  # the failed opens were tried again
 
 
 def test_persistent_io_errors_raise_after_the_retries(tmp_path, monkeypatch):
     a = zarr.create_array(tmp_path / "a.zarr", shape=(4,), chunks=(4,), dtype="i4")
     a[...] = 1
-    monkeypatch.setattr(zio, "open", _flaky_open(100), raising=False)
+    _flaky_open(monkeypatch, 100)
     retries = {"zarr_dask_gpu.io-retries": 2, "zarr_dask_gpu.io-retry-delay": 0.001}
     with dask.config.set(retries), pytest.raises(OSError, match="failed after 3 attempts"):
         from_zarr_gpu(tmp_path / "a.zarr", device="cpu").compute(scheduler="sync")

@@ -70,35 +70,70 @@ __device__ int zlib(const u8* d, i64 n) {
     return 0;
 }
 
-__device__ int lz4_block(const u8* d, i64 n, i64 expected) {
+// An lz4 stream's bytes. Without a window (the host, the one-thread kernel) they are read where they
+// lie; with one, the 32 lanes of a warp walk the same stream in step, and refill a shared-memory
+// window together with coalesced 16-byte loads: one thread reading global memory a byte at a time
+// made this walk D's costliest step (docs/performance.md).
+#define LZ4_WINDOW 2048
+typedef struct { const u8* d; i64 n; u8* win; i64 base; } lz4_src;
+
+__device__ void lz4_fill(lz4_src* s, i64 p) {
+#ifdef __CUDA_ARCH__
+    __syncwarp();  // every lane is done with the old window
+    const u8* a0 = (const u8*)((unsigned long long)(s->d + p) & ~15ull);
+    s->base = a0 - s->d;
+    // a 16-byte aligned load holding a byte of the stream stays inside its allocation
+    for (int k = (threadIdx.x & 31) * 16; k < LZ4_WINDOW && a0 + k < s->d + s->n; k += 512)
+        *(uint4*)(s->win + k) = *(const uint4*)(a0 + k);
+    __syncwarp();
+#endif
+}
+
+__device__ unsigned lz4_get(lz4_src* s, i64 p) {
+    if (!s->win) return s->d[p];
+    if (p < s->base || p >= s->base + LZ4_WINDOW) lz4_fill(s, p);
+    return s->win[p - s->base];
+}
+
+__device__ int lz4_block(lz4_src* s, i64 expected) {
+    i64 n = s->n, p = 0, out = 0;
     if (n < 1) return 1;
-    i64 p = 0, out = 0;
     for (;;) {
         if (p >= n) return 1;
-        unsigned tok = d[p++], s;
+        unsigned tok = lz4_get(s, p++), b;
         i64 lit = tok >> 4;
-        if (lit == 15) do { if (p >= n) return 1; s = d[p++]; lit += s; } while (s == 255);
+        if (lit == 15) do { if (p >= n) return 1; b = lz4_get(s, p++); lit += b; } while (b == 255);
         p += lit;
         out += lit;
         if (p > n) return 1;
         if (p == n) break;
         if (p + 2 > n) return 1;
-        unsigned off = d[p] | (d[p + 1] << 8);
+        unsigned off = lz4_get(s, p) | (lz4_get(s, p + 1) << 8);
         p += 2;
         if (off == 0 || off > out) return 3;
         i64 ml = tok & 15;
-        if (ml == 15) do { if (p >= n) return 1; s = d[p++]; ml += s; } while (s == 255);
+        if (ml == 15) do { if (p >= n) return 1; b = lz4_get(s, p++); ml += b; } while (b == 255);
         out += ml + 4;
         if (out > expected) return 3;
     }
     return out == expected ? 0 : 1;
 }
 
-__device__ int lz4(const u8* d, i64 n, i64 expected, i64* claimed) {
-    if (n < 5) return 1;
-    *claimed = (int)le32(d);
-    if (*claimed != expected) return 4;
-    return lz4_block(d + 4, n - 4, expected);
+// kind 4: numcodecs' lz4 (a 4-byte decoded size, then a block); kind 5: a bare block (blosc's)
+__device__ int lz4_item(const u8* d, i64 n, int kind, i64 expected, u8* win, i64* claimed) {
+    lz4_src s = {d, n, win, -2 * LZ4_WINDOW};
+    *claimed = -1;
+    if (kind == 4) {
+        if (n < 5) return 1;
+        *claimed = (int)le32(d);
+        if (*claimed != expected) return 4;
+        s.d += 4;
+        s.n -= 4;
+        return lz4_block(&s, expected);
+    }
+    int st = lz4_block(&s, expected);
+    if (!st) *claimed = expected;
+    return st;
 }
 
 __device__ void validate_item(i64 i, const u8* buf, const i64* offsets, const i64* sizes, int kind,
@@ -111,8 +146,7 @@ __device__ void validate_item(i64 i, const u8* buf, const i64* offsets, const i6
     else if (kind == 1) st = zstd(d, m, expected, claimed + i);
     else if (kind == 2) st = gzip(d, m, expected, claimed + i);
     else if (kind == 3) st = zlib(d, m);
-    else if (kind == 4) st = lz4(d, m, expected, claimed + i);
-    else { st = lz4_block(d, m, expected); claimed[i] = st ? -1 : expected; }
+    else st = lz4_item(d, m, kind, expected, 0, claimed + i);
     status[i] = st;
 }
 
@@ -120,6 +154,22 @@ extern "C" __global__ void validate(const u8* buf, const i64* offsets, const i64
                                     const i64* expected_sizes, int* status, i64* claimed, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) validate_item(i, buf, offsets, sizes, kind, expected_sizes, status, claimed);
+}
+
+#define LZ4_WARPS 4  // warps of a CUDA block in validate_lz4 (its blockDim.x is 32 * LZ4_WARPS)
+
+// lz4 items (kinds 4 and 5), a warp each
+extern "C" __global__ void validate_lz4(const u8* buf, const i64* offsets, const i64* sizes, int kind,
+                                        const i64* expected_sizes, int* status, i64* claimed, int n) {
+    __shared__ __align__(16) u8 win[LZ4_WARPS * LZ4_WINDOW];
+    i64 i = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (i >= n) return;  // the same for the whole warp
+    i64 c;
+    int st = lz4_item(buf + offsets[i], sizes[i], kind, expected_sizes[i], win + (threadIdx.x >> 5) * LZ4_WINDOW, &c);
+    if ((threadIdx.x & 31) == 0) {
+        status[i] = st;
+        claimed[i] = c;
+    }
 }
 """
 

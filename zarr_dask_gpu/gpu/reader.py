@@ -12,7 +12,7 @@ import numpy as np
 from dask.utils import parse_bytes
 
 from .. import config
-from ..io import Staged, layout
+from ..io import Staged, layout, pread_loop
 from ..retry import retrying
 from ..storage import Range, Read
 
@@ -22,19 +22,23 @@ _WINDOW = 64
 
 class KvikioReader:
     """CuFile preads (GPUDirect Storage, or kvikio's POSIX compat mode) into device memory; reads
-    smaller than ``host-read-below`` on average into pinned host memory, then one copy."""
+    smaller than ``host-read-below`` on average are POSIX preads on this thread into pinned host
+    memory, then one copy."""
 
     def read(self, ranges: Sequence[Range | None], skip: int = 0, align: int = 1) -> Staged:
         plan = layout(ranges, skip, align)
-        small = plan.reads and plan.total < len(plan.reads) * parse_bytes(config.get("host-read-below"))
-        buf = (cupyx.empty_pinned if small else cp.empty)(max(plan.total, 1), dtype=np.uint8)
+        if plan.reads and plan.total < len(plan.reads) * parse_bytes(config.get("host-read-below")):
+            host = cupyx.empty_pinned(plan.total, dtype=np.uint8)
+            pread_loop(host, plan, range(len(plan.reads)))
+            return Staged(_to_device(host), plan.offsets, plan.sizes)
+        buf = cp.empty(max(plan.total, 1), dtype=np.uint8)
         for w in range(0, len(plan.reads), _WINDOW):
             window = range(w, min(w + _WINDOW, len(plan.reads)))
             retrying(
                 f"{len(window)} reads under {os.path.dirname(plan.reads[w].path)}",
                 lambda window=window: self._read_window(plan.reads, plan.starts, window, buf),
             )
-        return Staged(_to_device(buf) if small else buf, plan.offsets, plan.sizes)
+        return Staged(buf, plan.offsets, plan.sizes)
 
     @staticmethod
     def _read_window(reads: Sequence[Read], starts: Sequence[int], window: range, buf: object) -> None:
@@ -47,9 +51,9 @@ class KvikioReader:
 
 
 def _to_device(host: np.ndarray) -> cp.ndarray:
-    """Small reads land in pinned host memory and go to the device in one copy: in compat mode a
-    device pread copies through kvikio's bounce buffer, one copy and sync per read, which for
-    dataset B's 256 KiB chunks cost more than the reads (docs/performance.md)."""
+    """Small reads land in pinned host memory and go to the device in one copy: a CuFile per file
+    (an open, a pool task and a future; in compat mode a bounce-buffer copy and sync per read) cost
+    more than dataset B's 80 KB reads themselves (docs/performance.md)."""
     buf = cp.empty(host.nbytes, dtype=np.uint8)
     buf.set(host)
     cp.cuda.get_current_stream().synchronize()  # the pinned buffer goes back to its pool after this

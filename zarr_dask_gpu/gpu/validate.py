@@ -2,8 +2,9 @@
 
 nvCOMP 6.0 hangs on truncated zstd frames and faults (poisoning the CUDA context) on garbage
 (docs/design.md). One thread per chunk walks the frame's headers: zstd block headers, the gzip
-header and size trailer, the zlib header, lz4 sequences. It reads a few bytes per block, so it
-costs little next to decoding, and it checks every stated size against the metadata.
+header and size trailer, the zlib header; a warp per stream walks lz4's sequences. It reads a few
+bytes per block (lz4: per sequence), so it costs little next to decoding, and it checks every
+stated size against the metadata.
 """
 
 import functools
@@ -23,9 +24,12 @@ REASONS = {
 }
 
 
+_LZ4_THREADS = 128  # 32 x LZ4_WARPS of the kernel source
+
+
 @functools.cache
-def _kernel() -> cp.RawKernel:
-    return cp.RawKernel(VALIDATE_SOURCE, "validate")
+def _kernel(name: str) -> cp.RawKernel:
+    return cp.RawKernel(VALIDATE_SOURCE, name)
 
 
 def check_batch(
@@ -42,9 +46,10 @@ def check_batch(
     expected_all = np.broadcast_to(np.asarray(expected, dtype=np.int64), (n,))
     status = cp.empty(n, dtype=np.int32)
     claimed = cp.empty(n, dtype=np.int64)
-    threads = 128
-    _kernel()(
-        ((n + threads - 1) // threads,),
+    lz4 = compression.startswith("lz4")  # a warp per stream: see lz4_src in kernels.py
+    threads, items = (_LZ4_THREADS, 32 * n) if lz4 else (128, n)
+    _kernel("validate_lz4" if lz4 else "validate")(
+        ((items + threads - 1) // threads,),
         (threads,),
         (
             buffer,
