@@ -1,8 +1,9 @@
 """The structure check of blosc's inner lz4 streams (dataset D) on the GPU: the warp-per-stream
 kernel that reads through a shared-memory window (``validate_lz4``, the package's) against one thread
-per stream reading global memory (``validate``, the kernel before it), alone and with 16 threads
-checking at once; and, for scale, nvCOMP's decode of the same streams. Statuses must agree (all
-sound on D; a damaged stream's status is checked by the gpu tests).
+per stream reading global memory (``validate``, the kernel before it) and one thread per stream with
+its own window, alone and with 16 threads checking at once; and, for scale, nvCOMP's decode of the
+same streams. All must find D's streams sound and flag the same streams of a copy with 64 of them
+damaged (random bytes written over 16 to 64 bytes of each).
 
 Run on the GPU host after `zarr-dask-gpu bench --datasets D` wrote dataset D:
     python3 benchmarks/probe_check.py [--path /tmp/bench-a.zarr-D]
@@ -43,6 +44,7 @@ def streams(info, start: int, stop: int) -> tuple:
 
 
 def one_thread(buf: cp.ndarray, src: np.ndarray, csize: np.ndarray, dsize: np.ndarray) -> np.ndarray:
+    """The kernel before this session's: one thread per stream, reading global memory."""
     n = len(src)
     status, claimed = cp.empty(n, dtype=np.int32), cp.empty(n, dtype=np.int64)
     validate._kernel("validate")(
@@ -60,6 +62,67 @@ def one_thread(buf: cp.ndarray, src: np.ndarray, csize: np.ndarray, dsize: np.nd
         ),
     )
     return status.get()
+
+
+# A third way, tried here only: a thread per stream (32 streams a warp, as the old kernel), each
+# thread reading through its own 64-byte window in shared memory, refilled with 16-byte loads.
+_THREAD_WINDOW = r"""
+typedef unsigned char u8;
+typedef long long i64;
+#define TW 64
+#define GET(q) ((q) >= base && (q) < base + TW ? win[(q) - base] : refill(d, n, win, &base, (q)))
+
+__device__ unsigned refill(const u8* d, i64 n, u8* win, i64* base, i64 q) {
+    const u8* a0 = (const u8*)((unsigned long long)(d + q) & ~15ull);
+    *base = a0 - d;
+    for (int k = 0; k < TW && a0 + k < d + n; k += 16) *(uint4*)(win + k) = *(const uint4*)(a0 + k);
+    return win[q - *base];
+}
+
+extern "C" __global__ void lz4_thread_window(const u8* buf, const i64* offsets, const i64* sizes,
+                                             const i64* expected_sizes, int* status, int count) {
+    __shared__ __align__(16) u8 wins[128 * (TW + 16)];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    u8* win = wins + threadIdx.x * (TW + 16);
+    const u8* d = buf + offsets[i];
+    i64 n = sizes[i], expected = expected_sizes[i], base = -2 * TW, p = 0, out = 0;
+    int st = 0;
+    if (n < 1) st = 1;
+    while (!st) {
+        if (p >= n) { st = 1; break; }
+        unsigned tok = GET(p), b;
+        p++;
+        i64 lit = tok >> 4;
+        if (lit == 15) do { if (p >= n) { st = 1; break; } b = GET(p); p++; lit += b; } while (b == 255);
+        if (st) break;
+        p += lit;
+        out += lit;
+        if (p > n) { st = 1; break; }
+        if (p == n) { st = out == expected ? 0 : 1; break; }
+        if (p + 2 > n) { st = 1; break; }
+        unsigned off = GET(p);
+        off |= GET(p + 1) << 8;
+        p += 2;
+        if (off == 0 || off > out) { st = 3; break; }
+        i64 ml = tok & 15;
+        if (ml == 15) do { if (p >= n) { st = 1; break; } b = GET(p); p++; ml += b; } while (b == 255);
+        if (st) break;
+        out += ml + 4;
+        if (out > expected) { st = 3; break; }
+    }
+    status[i] = st;
+}
+"""
+
+
+def thread_window(buf: cp.ndarray, src: np.ndarray, csize: np.ndarray, dsize: np.ndarray) -> np.ndarray:
+    n = len(src)
+    status = cp.empty(n, dtype=np.int32)
+    kernel = cp.RawKernel(_THREAD_WINDOW, "lz4_thread_window")
+    args = (buf, *(cp.asarray(a) for a in (src, csize, dsize)), status, np.int32(n))
+    kernel(((n + 127) // 128,), (128,), args)
+    return np.flatnonzero(status.get())
 
 
 def warp(buf: cp.ndarray, src: np.ndarray, csize: np.ndarray, dsize: np.ndarray) -> np.ndarray:
@@ -99,9 +162,23 @@ def main() -> None:
         f"{csize.sum() / 1e6:.1f} MB compressed, {dsize.sum() / 1e6:.1f} MB decoded",
         flush=True,
     )
-    old = one_thread(*batches[0])
-    assert not old.any() and not len(warp(*batches[0])), "D's streams must all be sound"
-    kernels = {"one thread per stream (global memory)": one_thread, "a warp per stream (window)": warp}
+    kernels = {
+        "one thread per stream (global memory)": one_thread,
+        "a warp per stream (window)": warp,
+        "a thread per stream (own window)": thread_window,
+    }
+    rng = np.random.default_rng(0)
+    damaged = buf.copy()
+    for k in rng.choice(len(src), 64, replace=False):
+        at, n = int(src[k] + rng.integers(0, csize[k] - 64)), int(rng.integers(16, 65))
+        damaged[at : at + n] = cp.asarray(rng.integers(0, 256, n, dtype=np.uint8))
+    flagged = {}
+    for name, fn in kernels.items():
+        assert not len(fn(*batches[0])), f"{name}: D's streams must all be sound"
+        flagged[name] = fn(damaged, src, csize, dsize)
+    first = next(iter(flagged.values()))
+    assert all(np.array_equal(f, first) for f in flagged.values()), {k: len(v) for k, v in flagged.items()}
+    print(f"64 damaged streams: each kernel flags the same {len(first)}", flush=True)
     for name, fn in kernels.items():
         alone = timed(fn, *batches[0])
         with ThreadPoolExecutor(16) as ex:

@@ -159,7 +159,12 @@ def pread_loop(buf: np.ndarray, plan: Layout, which: Sequence[int]) -> None:
     view = memoryview(buf).cast("B")
     for k in which:
         rd, at = plan.reads[k], plan.starts[k]
-        retrying(rd.path, lambda rd=rd, at=at: _pread_file(rd, view[at : at + rd.size]))
+        try:
+            _pread_file(rd, view[at : at + rd.size])
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            retrying(rd.path, lambda rd=rd, at=at: _pread_file(rd, view[at : at + rd.size]), failed=e)
 
 
 def _pread_file(rd: Read, view: memoryview) -> None:

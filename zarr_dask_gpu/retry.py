@@ -7,22 +7,27 @@ from collections.abc import Callable
 from . import config
 
 
-def retrying[T](what: str, fn: Callable[[], T]) -> T:
+def retrying[T](what: str, fn: Callable[[], T], failed: OSError | None = None) -> T:
     """Run ``fn``, retrying transient OS errors (``zarr_dask_gpu.io-retries`` times, backing off).
 
-    A file that does not exist is not transient: it is a missing chunk, found by ``locate``.
+    ``failed``: the error of a first attempt the caller made itself (a loop over many small files
+    tries each once without reading the settings). A file that does not exist is not transient: it
+    is a missing chunk, found by ``locate``.
     """
     retries, delay = int(config.get("io-retries")), float(config.get("io-retry-delay"))
-    for attempt in range(retries + 1):
+    attempt, error = (1, failed) if failed is not None else (0, None)
+    while True:
+        if error is not None:
+            if attempt > retries:
+                why = f"reading {what} failed after {attempt} attempts: {error}"
+                raise OSError(error.errno, why) from error
+            time.sleep(delay * 2 ** (attempt - 1))
         try:
             return fn()
         except FileNotFoundError:
             raise
         except OSError as e:
-            if attempt == retries:
-                raise OSError(e.errno, f"reading {what} failed after {retries + 1} attempts: {e}") from e
-            time.sleep(delay * 2**attempt)
-    raise AssertionError("unreachable")  # the loop returns or raises
+            attempt, error = attempt + 1, e
 
 
 def as_oserror[T](fn: Callable[[], T]) -> Callable[[], T]:

@@ -3,7 +3,6 @@
 import atexit
 import contextlib
 import threading
-import time
 from collections.abc import Iterator, Sequence
 
 import cupy as cp
@@ -21,6 +20,7 @@ from ..storage import locate
 from . import blosc, decompress, remote, setup, validate
 from .gather import copy_ranges
 from .reader import KvikioReader
+from .sync import wait
 
 _ALIGN = 16  # nvCOMP wants aligned inputs (Gzip/Deflate: 4 bytes); 16 covers every algorithm
 _OUT_ALIGN = 256
@@ -42,8 +42,8 @@ class GpuBackend:
     """Reads and decodes a block's chunks into device memory, on this thread's own CUDA stream.
 
     Each thread that runs tasks gets its own stream and codecs, so tasks on different threads read,
-    decode and assemble concurrently. A task ends by waiting for its stream, polling so that
-    the GIL stays free, and the block it returns is complete on any stream.
+    decode and assemble concurrently. A task ends by waiting for its stream, asleep on an event
+    without the GIL, and the block it returns is complete on any stream.
     """
 
     xp = cp
@@ -68,7 +68,7 @@ class GpuBackend:
             with stream:
                 yield
         finally:
-            _wait(stream)
+            wait(stream)
 
     def decode(
         self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: cp.ndarray
@@ -234,16 +234,9 @@ class GpuBackend:
         bad: list[tuple[int, str]] = []
         for part in decode_calls(out_sizes, config.get("decode-call-bytes")):
             done = decompress.launch(compression, src[part], sizes[part], dst[part], out_sizes[part], stream)
-            _wait(stream)
+            wait(stream)
             bad += [(int(part[j]), why) for j, why in done.failures()]
         return bad
-
-
-def _wait(stream: cp.cuda.Stream) -> None:
-    """Wait for ``stream``, polling with the GIL released: other threads keep launching work."""
-    done = stream.record()
-    while not done.done:
-        time.sleep(0.0002)
 
 
 _slots: dict[int, threading.BoundedSemaphore] = {}

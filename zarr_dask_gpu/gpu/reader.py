@@ -15,6 +15,7 @@ from .. import config
 from ..io import Staged, layout, pread_loop
 from ..retry import retrying
 from ..storage import Range, Read
+from .sync import wait
 
 # files open at once per task: bounds descriptors when many tasks run in one process
 _WINDOW = 64
@@ -56,7 +57,7 @@ def _to_device(host: np.ndarray) -> cp.ndarray:
     more than dataset B's 80 KB reads themselves (docs/performance.md)."""
     buf = cp.empty(host.nbytes, dtype=np.uint8)
     buf.set(host)
-    cp.cuda.get_current_stream().synchronize()  # the pinned buffer goes back to its pool after this
+    wait(cp.cuda.get_current_stream())  # the pinned buffer goes back to its pool after this
     return buf
 
 
