@@ -13,6 +13,7 @@ Run on the GPU host after `zarr-dask-gpu bench` has written its dataset:
 
 import argparse
 import contextlib
+import ctypes
 import functools
 import os
 import threading
@@ -56,7 +57,15 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=16)
     p.add_argument("--rows-per-block", type=int, default=64)
     p.add_argument("--scratch", action="store_true", help="only report nvCOMP's scratch requests")
+    p.add_argument("--case", action="append", help="run only these cases (by name; repeatable)")
+    p.add_argument(
+        "--blocking-sync",
+        action="store_true",
+        help="every CUDA wait of the process blocks rather than spins (the primary context's flag)",
+    )
     args = p.parse_args()
+    if args.blocking_sync:
+        _blocking_sync()
     if args.scratch:
         return scratch(args.path)
     if not os.path.exists(args.path):  # bench's dataset A; any other array given by --path is read as is
@@ -118,7 +127,9 @@ def main() -> None:
         f"CUDA_DEVICE_MAX_CONNECTIONS={os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS')}",
         flush=True,
     )
-    for limit in (None, "64MiB"):
+    if args.case:
+        cases = {k: v for k, v in cases.items() if k in args.case}
+    for limit in (None, "64MiB") if not args.case else (None,):
         for name, patch in cases.items() if limit is None else [("full task", contextlib.nullcontext)]:
             with (
                 patch(),
@@ -150,6 +161,15 @@ def main() -> None:
                         f"    thread {tid % 10000:4d}: "
                         + " ".join(f"{ph}@{(a - t0) * 1e3:.0f}+{(b - a) * 1e3:.0f}" for ph, a, b in events)
                     )
+
+
+def _blocking_sync() -> None:
+    """CU_CTX_SCHED_BLOCKING_SYNC on device 0's primary context, before the process uses CUDA."""
+    cu = ctypes.CDLL("libcuda.so.1")
+    status = (cu.cuInit(0), cu.cuDevicePrimaryCtxSetFlags_v2(0, 4))
+    flags, active = ctypes.c_uint(), ctypes.c_int()
+    cu.cuDevicePrimaryCtxGetState(0, ctypes.byref(flags), ctypes.byref(active))
+    print(f"blocking sync: cuInit, cuDevicePrimaryCtxSetFlags_v2 -> {status}; flags {flags.value}")
 
 
 def _poll(stream: cp.cuda.Stream) -> None:

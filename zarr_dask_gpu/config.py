@@ -24,7 +24,7 @@ DEFAULTS: dict[str, Any] = {
     # about 1.5x the bytes a call decodes, so this bounds a task's device memory at some cost in speed
     "decode-call-bytes": None,
     # on the GPU path, a task's local reads smaller than this on average (after merging ranges) are
-    # kvikio preads into pinned host memory and one copy, not kvikio device preads; 0 turns it off
+    # POSIX preads into pinned host memory and one copy, not kvikio device preads; 0 turns it off
     "host-read-below": "1MiB",
     # tasks of a process reading at once on the GPU path (0: all): fewer finish their reads sooner
     # and decode while the others read
