@@ -1,9 +1,10 @@
 """The structure check of blosc's inner lz4 streams (dataset D) on the GPU: the warp-per-stream
 kernel that reads through a shared-memory window (``validate_lz4``, the package's) against one thread
-per stream reading global memory (``validate``, the kernel before it) and one thread per stream with
-its own window, alone and with 16 threads checking at once; and, for scale, nvCOMP's decode of the
-same streams. All must find D's streams sound and flag the same streams of a copy with 64 of them
-damaged (random bytes written over 16 to 64 bytes of each).
+per stream reading global memory (``validate``: the kernel before it), alone and with 16 threads
+checking at once; and, for scale, nvCOMP's decode of the same streams. (A thread per stream, each
+through its own 64-byte window, measured slowest: 23.9 ms a task; docs/performance.md.) Both must
+find D's streams sound and flag the same streams of a copy with 64 of them damaged (random bytes
+written over 16 to 64 bytes of each).
 
 Run on the GPU host after `zarr-dask-gpu bench --datasets D` wrote dataset D:
     python3 benchmarks/probe_check.py [--path /tmp/bench-a.zarr-D]
@@ -64,67 +65,6 @@ def one_thread(buf: cp.ndarray, src: np.ndarray, csize: np.ndarray, dsize: np.nd
     return np.flatnonzero(status.get())
 
 
-# A third way, tried here only: a thread per stream (32 streams a warp, as the old kernel), each
-# thread reading through its own 64-byte window in shared memory, refilled with 16-byte loads.
-_THREAD_WINDOW = r"""
-typedef unsigned char u8;
-typedef long long i64;
-#define TW 64
-#define GET(q) ((q) >= base && (q) < base + TW ? win[(q) - base] : refill(d, n, win, &base, (q)))
-
-__device__ unsigned refill(const u8* d, i64 n, u8* win, i64* base, i64 q) {
-    const u8* a0 = (const u8*)((unsigned long long)(d + q) & ~15ull);
-    *base = a0 - d;
-    for (int k = 0; k < TW && a0 + k < d + n; k += 16) *(uint4*)(win + k) = *(const uint4*)(a0 + k);
-    return win[q - *base];
-}
-
-extern "C" __global__ void lz4_thread_window(const u8* buf, const i64* offsets, const i64* sizes,
-                                             const i64* expected_sizes, int* status, int count) {
-    __shared__ __align__(16) u8 wins[128 * (TW + 16)];
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= count) return;
-    u8* win = wins + threadIdx.x * (TW + 16);
-    const u8* d = buf + offsets[i];
-    i64 n = sizes[i], expected = expected_sizes[i], base = -2 * TW, p = 0, out = 0;
-    int st = 0;
-    if (n < 1) st = 1;
-    while (!st) {
-        if (p >= n) { st = 1; break; }
-        unsigned tok = GET(p), b;
-        p++;
-        i64 lit = tok >> 4;
-        if (lit == 15) do { if (p >= n) { st = 1; break; } b = GET(p); p++; lit += b; } while (b == 255);
-        if (st) break;
-        p += lit;
-        out += lit;
-        if (p > n) { st = 1; break; }
-        if (p == n) { st = out == expected ? 0 : 1; break; }
-        if (p + 2 > n) { st = 1; break; }
-        unsigned off = GET(p);
-        off |= GET(p + 1) << 8;
-        p += 2;
-        if (off == 0 || off > out) { st = 3; break; }
-        i64 ml = tok & 15;
-        if (ml == 15) do { if (p >= n) { st = 1; break; } b = GET(p); p++; ml += b; } while (b == 255);
-        if (st) break;
-        out += ml + 4;
-        if (out > expected) { st = 3; break; }
-    }
-    status[i] = st;
-}
-"""
-
-
-def thread_window(buf: cp.ndarray, src: np.ndarray, csize: np.ndarray, dsize: np.ndarray) -> np.ndarray:
-    n = len(src)
-    status = cp.empty(n, dtype=np.int32)
-    kernel = cp.RawKernel(_THREAD_WINDOW, "lz4_thread_window")
-    args = (buf, *(cp.asarray(a) for a in (src, csize, dsize)), status, np.int32(n))
-    kernel(((n + 127) // 128,), (128,), args)
-    return np.flatnonzero(status.get())
-
-
 def warp(buf: cp.ndarray, src: np.ndarray, csize: np.ndarray, dsize: np.ndarray) -> np.ndarray:
     bad = validate.check_batch(buf, src, csize, "lz4-block", dsize)
     return np.array([i for i, _ in bad], dtype=np.int64)
@@ -165,7 +105,6 @@ def main() -> None:
     kernels = {
         "one thread per stream (global memory)": one_thread,
         "a warp per stream (window)": warp,
-        "a thread per stream (own window)": thread_window,
     }
     rng = np.random.default_rng(0)
     damaged = buf.copy()

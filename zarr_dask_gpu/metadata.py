@@ -51,12 +51,12 @@ class ArrayInfo:
     shard: ShardLayout | None = None
     storage_options: dict[str, Any] | None = None
 
-    @property
+    @functools.cached_property
     def remote(self) -> bool:
         """The store is an object store or web server, read through fsspec."""
         return is_url(self.root)
 
-    @property
+    @functools.cached_property
     def location(self) -> str:
         """The array's folder, as error messages name it."""
         if self.remote:
@@ -78,7 +78,7 @@ class ArrayInfo:
         """The stored grid: the shard shape when sharded, else the chunk shape (blocks align to it)."""
         return self.shard.shape if self.shard is not None else self.chunks
 
-    @property
+    @functools.cached_property
     def per_shard(self) -> tuple[int, ...]:
         """Read units along each axis of one shard (all ones when unsharded)."""
         if self.shard is None:
@@ -88,6 +88,8 @@ class ArrayInfo:
     def chunk_key(self, coords: tuple[int, ...]) -> str:
         """The stored key holding read unit ``coords`` (its shard's key when sharded), such as
         ``c/1/2`` or ``1.2``."""
+        if self.shard is None:
+            return self.metadata.encode_chunk_key(coords)
         return self.metadata.encode_chunk_key(
             tuple(c // n for c, n in zip(coords, self.per_shard, strict=True))
         )
@@ -102,7 +104,7 @@ class ArrayInfo:
         """The file (or URL) holding read unit ``coords``."""
         if self.remote:
             return f"{self.location}/{self.chunk_key(coords)}"
-        return os.path.join(self.location, *self.chunk_key(coords).split("/"))
+        return f"{self.location}{os.sep}{self.chunk_key(coords).replace('/', os.sep)}"
 
 
 def _safe_component(component: str) -> str:

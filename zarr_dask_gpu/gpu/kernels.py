@@ -70,18 +70,24 @@ __device__ int zlib(const u8* d, i64 n) {
     return 0;
 }
 
-// An lz4 stream's bytes. Without a window (the host, the one-thread kernel) they are read where they
-// lie; with one, the 32 lanes of a warp walk the same stream in step, and refill a shared-memory
-// window together with coalesced 16-byte loads: one thread reading global memory a byte at a time
-// made this walk D's costliest step (docs/performance.md).
+// An lz4 stream's bytes: w[q - base] for base <= q < hi. Without a window (the host, the one-thread
+// kernel) w is the stream itself (base 0, hi n); with one, the 32 lanes of a warp walk the same
+// stream in step and refill a shared-memory window together with coalesced 16-byte loads: one thread
+// reading global memory a byte at a time made this walk D's costliest step (docs/performance.md).
+// Lengths are 32-bit: lz4 blocks are under 2^31 bytes (LZ4_MAX_INPUT_SIZE), larger claims are corrupt.
 #define LZ4_WINDOW 2048
-typedef struct { const u8* d; i64 n; u8* win; i64 base; } lz4_src;
+#define LZ4_MAX 0x7E000000
+typedef struct { const u8* d; int n; const u8* w; int base, hi; u8* win; } lz4_src;
 
-__device__ void lz4_fill(lz4_src* s, i64 p) {
+// make bytes [p, p + k) readable (those below n); k is at most LZ4_WINDOW - 16
+__device__ void lz4_need(lz4_src* s, int p, int k) {
+    if (p + k <= s->hi || s->hi == s->n) return;
 #ifdef __CUDA_ARCH__
     __syncwarp();  // every lane is done with the old window
     const u8* a0 = (const u8*)((unsigned long long)(s->d + p) & ~15ull);
-    s->base = a0 - s->d;
+    s->w = s->win;
+    s->base = (int)(a0 - s->d);
+    s->hi = s->base + LZ4_WINDOW < s->n ? s->base + LZ4_WINDOW : s->n;
     // a 16-byte aligned load holding a byte of the stream stays inside its allocation
     for (int k = (threadIdx.x & 31) * 16; k < LZ4_WINDOW && a0 + k < s->d + s->n; k += 512)
         *(uint4*)(s->win + k) = *(const uint4*)(a0 + k);
@@ -89,30 +95,42 @@ __device__ void lz4_fill(lz4_src* s, i64 p) {
 #endif
 }
 
-__device__ unsigned lz4_get(lz4_src* s, i64 p) {
-    if (!s->win) return s->d[p];
-    if (p < s->base || p >= s->base + LZ4_WINDOW) lz4_fill(s, p);
-    return s->win[p - s->base];
-}
+#define LZ4_AT(s, q) ((unsigned)(s)->w[(q) - (s)->base])
 
 __device__ int lz4_block(lz4_src* s, i64 expected) {
-    i64 n = s->n, p = 0, out = 0;
+    int n = s->n, p = 0;
+    i64 out = 0;
     if (n < 1) return 1;
     for (;;) {
+        lz4_need(s, p, 16);
         if (p >= n) return 1;
-        unsigned tok = lz4_get(s, p++), b;
+        unsigned tok = LZ4_AT(s, p), b;
+        p++;
         i64 lit = tok >> 4;
-        if (lit == 15) do { if (p >= n) return 1; b = lz4_get(s, p++); lit += b; } while (b == 255);
-        p += lit;
+        if (lit == 15) do {
+            lz4_need(s, p, 16);
+            if (p >= n) return 1;
+            b = LZ4_AT(s, p);
+            p++;
+            lit += b;
+        } while (b == 255);
+        if (lit > n - p) return 1;
+        p += (int)lit;
         out += lit;
-        if (p > n) return 1;
         if (p == n) break;
-        if (p + 2 > n) return 1;
-        unsigned off = lz4_get(s, p) | (lz4_get(s, p + 1) << 8);
+        if (n - p < 2) return 1;
+        lz4_need(s, p, 16);
+        unsigned off = LZ4_AT(s, p) | (LZ4_AT(s, p + 1) << 8);
         p += 2;
         if (off == 0 || off > out) return 3;
         i64 ml = tok & 15;
-        if (ml == 15) do { if (p >= n) return 1; b = lz4_get(s, p++); ml += b; } while (b == 255);
+        if (ml == 15) do {
+            lz4_need(s, p, 16);
+            if (p >= n) return 1;
+            b = LZ4_AT(s, p);
+            p++;
+            ml += b;
+        } while (b == 255);
         out += ml + 4;
         if (out > expected) return 3;
     }
@@ -121,18 +139,18 @@ __device__ int lz4_block(lz4_src* s, i64 expected) {
 
 // kind 4: numcodecs' lz4 (a 4-byte decoded size, then a block); kind 5: a bare block (blosc's)
 __device__ int lz4_item(const u8* d, i64 n, int kind, i64 expected, u8* win, i64* claimed) {
-    lz4_src s = {d, n, win, -2 * LZ4_WINDOW};
     *claimed = -1;
+    int head = kind == 4 ? 4 : 0;
+    if (n < head + 1) return 1;
     if (kind == 4) {
-        if (n < 5) return 1;
         *claimed = (int)le32(d);
         if (*claimed != expected) return 4;
-        s.d += 4;
-        s.n -= 4;
-        return lz4_block(&s, expected);
     }
+    if (n - head > LZ4_MAX || expected > LZ4_MAX) return 3;
+    lz4_src s = {d + head, (int)(n - head), d + head, 0, (int)(n - head), win};
+    if (win) s.hi = -1;  // empty: the first lz4_need fills it
     int st = lz4_block(&s, expected);
-    if (!st) *claimed = expected;
+    if (!st && kind == 5) *claimed = expected;
     return st;
 }
 
