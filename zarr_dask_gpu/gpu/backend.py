@@ -2,6 +2,7 @@
 
 import atexit
 import contextlib
+import functools
 import threading
 from collections.abc import Iterator, Sequence
 
@@ -274,7 +275,6 @@ class _Part:
     def __init__(self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: cp.ndarray) -> None:
         self.info, self.pieces, self.out = info, pieces, out
         self.chain = info.chain.gpu
-        self.ranges = locate(info, [p.coords for p in pieces])
         self.skip = headers.skip_bytes(self.chain.compression)[0] if self.chain is not None else 0
         self.chunks: list[cp.ndarray | Slot | None] | None = None  # set when finished on the host
         self.staged: Staged | None = None
@@ -282,6 +282,13 @@ class _Part:
         self.placed = False
         self.offsets = self.sizes = self.starts = np.zeros(0, dtype=np.int64)
         self.decoded: cp.ndarray | None = None
+
+    @functools.cached_property
+    def ranges(self) -> list:
+        """Where each piece's chunk is stored (``locate``: a stat per chunk file, or the shard indexes
+        read). First asked inside a read slot, so that this IO, too, runs in at most ``read-slots``
+        tasks at once: in all 16 at once, B's stats cost 25-98 ms a task (docs/performance.md)."""
+        return locate(self.info, [p.coords for p in self.pieces])
 
     @property
     def expected(self) -> int:
