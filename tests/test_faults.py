@@ -16,6 +16,7 @@ from distributed import Client, wait
 
 import zarr_dask_gpu.io as zio
 from zarr_dask_gpu import BlockMemoryError, from_zarr_gpu
+from zarr_dask_gpu.storage import Range
 
 from .conftest import host, sample
 
@@ -135,3 +136,15 @@ def test_external_cluster_persist_spreads_and_survives_a_killed_worker(tmp_path,
     workers[0].send_signal(signal.SIGKILL)
     assert not all(f.done() for f in futures)  # killed mid-compute
     np.testing.assert_array_equal(z.compute(), ref * 2)
+
+
+def test_a_file_shorter_than_its_range_raises_naming_it(tmp_path):
+    """A chunk file that shrank after it was located (or a shard shorter than its index says)."""
+    path = tmp_path / "chunk"
+    path.write_bytes(b"x" * 100)
+    settings = {"zarr_dask_gpu.io-retries": 1, "zarr_dask_gpu.io-retry-delay": 0.001}
+    with (
+        dask.config.set(settings),
+        pytest.raises(OSError, match=r"failed after 2 attempts: .*short read of .*chunk: 100 of 150"),
+    ):
+        zio.HostReader().read([Range(str(path), 0, 150)])
