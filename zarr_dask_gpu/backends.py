@@ -23,7 +23,7 @@ from .storage import locate
 
 class Slot(enum.Enum):
     PLACED = "placed"
-    """A chunk decoded straight into the block (``Backend.decode``'s ``out``)."""
+    """A chunk whose part of the block is already in it (``Backend.decode``'s ``out``)."""
 
 
 PLACED = Slot.PLACED
@@ -41,9 +41,9 @@ class Backend(Protocol):
 
     def decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: Any) -> list[Any | None]:
         """Each piece's whole chunk as an array of the chunk's shape, None if it is missing, or
-        ``PLACED`` if it was decoded straight into ``out`` (the C-order block, of this backend's
-        array module) where it lies whole and contiguous (``plan.direct_offsets``); a backend
-        places any such pieces or none.
+        ``PLACED`` if its part is already in ``out`` (the C-order block, of this backend's array
+        module): decoded straight there where the chunk lies whole and contiguous
+        (``plan.direct_offsets``), or copied there by the backend itself.
 
         Raises
         ------
@@ -75,15 +75,16 @@ class CpuBackend:
     def context(self) -> Iterator[None]:
         yield
 
-    def decode(
-        self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: np.ndarray
-    ) -> list[np.ndarray | None]:
+    def decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: np.ndarray) -> list[Slot | None]:
         staged = host_reader(info).read(locate(info, [p.coords for p in pieces]))
         view = memoryview(staged.buffer)
 
-        def one(i: int) -> np.ndarray | None:
-            off, n = staged.offsets[i], staged.sizes[i]
-            return None if off < 0 else decode_chunk(info, pieces[i].coords, view[off : off + n])
+        def one(i: int) -> Slot | None:  # each thread puts its chunk's part in the block: copies in parallel
+            off, n, piece = staged.offsets[i], staged.sizes[i], pieces[i]
+            if off < 0:
+                return None
+            out[piece.block_sel] = decode_chunk(info, piece.coords, view[off : off + n])[piece.chunk_sel]
+            return PLACED
 
         if len(pieces) < 2:
             return [one(i) for i in range(len(pieces))]
@@ -92,7 +93,7 @@ class CpuBackend:
 
     def decode_many(
         self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], np.ndarray]]
-    ) -> list[list[np.ndarray | None]]:
+    ) -> list[list[Slot | None]]:
         return [self.decode(*block) for block in blocks]  # each block's chunks are already parallel
 
 
