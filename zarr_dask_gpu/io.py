@@ -154,8 +154,8 @@ class HostReader:
 
 def pread_loop(buf: np.ndarray, plan: Layout, which: Sequence[int]) -> None:
     """The plan's reads ``which`` into host memory ``buf``, one after another on this thread: open,
-    pread and close each release the GIL, and nothing else runs per file (dataset B's 4096 files of
-    80 KB read several times faster so than through a CuFile each: docs/performance.md)."""
+    pread and close each release the GIL, and little else runs per file (dataset B, 4096 files of
+    80 KB, went from 2.5 to 3.6 GB/s on the GPU path against a CuFile each: docs/performance.md)."""
     view = memoryview(buf).cast("B")
     for k in which:
         rd, at = plan.reads[k], plan.starts[k]
