@@ -148,3 +148,15 @@ def test_a_file_shorter_than_its_range_raises_naming_it(tmp_path):
         pytest.raises(OSError, match=r"failed after 2 attempts: .*short read of .*chunk: 100 of 150"),
     ):
         zio.HostReader().read([Range(str(path), 0, 150)])
+
+
+def test_no_retries_means_one_attempt(tmp_path, monkeypatch):
+    a = zarr.create_array(tmp_path / "a.zarr", shape=(4,), chunks=(4,), dtype="i4")
+    a[...] = 1
+    calls = _flaky_open(monkeypatch, 1)
+    with (
+        dask.config.set({"zarr_dask_gpu.io-retries": 0}),
+        pytest.raises(OSError, match="failed after 1 attempts"),
+    ):
+        from_zarr_gpu(tmp_path / "a.zarr", device="cpu").compute(scheduler="sync")
+    assert calls["n"] == 1
