@@ -18,6 +18,7 @@ import cupy as cp
 import cupyx
 import numpy as np
 
+from zarr_dask_gpu.gpu import sync
 from zarr_dask_gpu.io import layout, pread_loop
 from zarr_dask_gpu.metadata import open_array_info
 from zarr_dask_gpu.plan import block_pieces
@@ -51,7 +52,7 @@ def main() -> None:
         "alone": None,
         "16 polling every 0.2 ms": lambda s: _poll(s.record()),
         "16 in stream.synchronize()": lambda s: s.synchronize(),
-        "16 on blocking-sync events": _blocking,
+        "16 on blocking-sync events": sync.wait,
     }
     for label, wait in waits.items():
         stop = threading.Event()
@@ -89,12 +90,6 @@ def main() -> None:
 def _poll(done: cp.cuda.Event) -> None:
     while not done.done:
         time.sleep(0.0002)
-
-
-def _blocking(stream: cp.cuda.Stream) -> None:
-    done = cp.cuda.Event(block=True, disable_timing=True)
-    done.record(stream)
-    done.synchronize()
 
 
 if __name__ == "__main__":
