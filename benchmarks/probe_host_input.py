@@ -20,19 +20,14 @@ from concurrent.futures import ThreadPoolExecutor
 import cupy as cp
 import cupyx
 import kvikio
+import kvikio.defaults
 import numpy as np
 from numcodecs import Zstd
 
 from zarr_dask_gpu.bench import chunk_files
 from zarr_dask_gpu.gpu import decompress, validate
+from zarr_dask_gpu.gpu.reader import mapped
 from zarr_dask_gpu.gpu.sync import wait
-
-
-def mapped(host: np.ndarray) -> cp.ndarray:
-    """A cupy array over pinned host memory, through its device mapping."""
-    ptr = cp.cuda.runtime.hostGetDevicePointer(host.ctypes.data, 0)
-    mem = cp.cuda.UnownedMemory(ptr, host.nbytes, host, cp.cuda.Device().id)
-    return cp.ndarray((host.nbytes,), np.uint8, cp.cuda.MemoryPointer(mem, 0))
 
 
 def best(fn, n: int = 4) -> float:
@@ -60,6 +55,7 @@ def main() -> None:
     n = len(files)
     gb = n * chunk / 1e9
     pool = ThreadPoolExecutor(16)
+    kvikio.defaults.set("num_threads", 16)
 
     def read_into(buf) -> None:  # kvikio, its thread pool, every file at once
         handles = [kvikio.CuFile(f, "r") for f in files]

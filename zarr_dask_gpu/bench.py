@@ -132,6 +132,13 @@ def _dataset(args: argparse.Namespace, name: str) -> Any:
     raise ValueError(f"unknown dataset {name!r}: A, B, C or D")
 
 
+def _other_staging() -> str:
+    """The ``staging`` setting that is not the default, for a row beside the default's."""
+    from . import config
+
+    return "host" if config.get("staging") == "device" else "device"
+
+
 def extra_dataset(
     args: argparse.Namespace, name: str, results: dict[str, float], row: Any, free: Any
 ) -> None:
@@ -158,9 +165,10 @@ def extra_dataset(
         timed(ours, args.repeat),
         a.nbytes,
     )
-    with dask.config.set({"zarr_dask_gpu.host-read-below": 0}):  # every read a kvikio device pread
-        ours()
-        row(f"{name}: same, host-read-below=0", timed(ours, args.repeat), a.nbytes)
+    for key, value in (("host-read-below", 0), ("staging", _other_staging())):  # 0: kvikio preads only
+        with dask.config.set({f"zarr_dask_gpu.{key}": value}):
+            ours()
+            row(f"{name}: same, {key}={value}", timed(ours, args.repeat), a.nbytes)
 
     for peer, on_gpu in (("zarr-python enable_gpu()", True), ("zarr-python (CPU) + cupy.asarray", False)):
         try:
@@ -289,8 +297,17 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         t_task = time.perf_counter() - t0
         del z
         free()
+    with dask.config.set({"zarr_dask_gpu.staging": _other_staging()}):
+        z = read_region(info, (0,) * x.ndim, stop, "gpu", False)
+    results[f"task_peak_over_block, staging={_other_staging()}"] = pool.total_bytes() / z.nbytes
+    del z
+    free()
     z = read_region(info, (0,) * x.ndim, stop, "gpu", False)  # from an empty pool: high-water = peak
     results["task_peak_over_block"] = pool.total_bytes() / z.nbytes
+    print(
+        f"task peak with staging={_other_staging()}: "
+        f"{results[f'task_peak_over_block, staging={_other_staging()}']:.2f}x block"
+    )
     print(
         f"one task ({len(pieces)} chunks, {z.nbytes / 2**20:.0f} MiB): kvikio read {t_read * 1e3:.0f} ms, "
         f"read+check+decode {t_decode * 1e3:.0f} ms, whole task {t_task * 1e3:.0f} ms; peak device memory "
@@ -308,6 +325,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         ("decode-call-bytes", "64MiB"),
         ("read-slots", 0),
         ("read-slots", 8),
+        ("staging", _other_staging()),
     ):
         with dask.config.set({f"zarr_dask_gpu.{key}": value}):
             ours()

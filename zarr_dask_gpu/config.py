@@ -26,6 +26,9 @@ DEFAULTS: dict[str, Any] = {
     # on the GPU path, a task's local reads smaller than this on average (after merging ranges) are
     # POSIX preads into pinned host memory and one copy, not kvikio device preads; 0 turns it off
     "host-read-below": "1MiB",
+    # where a GPU task's compressed chunks are staged for the kernels: "device" memory, or pinned
+    # "host" memory the kernels read over the bus (a task's device memory is then block + scratch)
+    "staging": "device",
     # tasks of a process reading at once on the GPU path (0: all): fewer finish their reads sooner
     # and decode while the others read
     "read-slots": 4,

@@ -31,6 +31,9 @@ _lock = threading.Lock()
 # per thread and device: a CUDA stream. Kept in one registry, not thread-locals, so that they are
 # released at exit while CUDA is still up.
 _streams: dict[tuple[int, int], cp.cuda.Stream] = {}
+# per task thread: the staging buffers its stream reads, kept until the task's wait (cupy's pool of
+# pinned host memory, unlike its device pool, is not stream-ordered)
+_held = threading.local()
 
 
 @atexit.register
@@ -67,11 +70,13 @@ class GpuBackend:
     @contextlib.contextmanager
     def context(self) -> Iterator[None]:
         stream = self._stream()
+        _held.buffers = []
         try:
             with stream:
                 yield
         finally:
             wait(stream)
+            _held.buffers = []
 
     def decode(
         self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: cp.ndarray
@@ -101,6 +106,7 @@ class GpuBackend:
         for skip, group in together.items():
             with _read_slot():
                 staged = self._reader.read([r for p in group for r in p.ranges], skip=skip, align=_ALIGN)
+            getattr(_held, "buffers", []).append(staged.buffer)
             at = 0
             for p in group:
                 n = len(p.ranges)

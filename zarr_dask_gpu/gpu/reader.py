@@ -22,23 +22,30 @@ _WINDOW = 64
 
 
 class KvikioReader:
-    """CuFile preads (GPUDirect Storage, or kvikio's POSIX compat mode) into device memory; reads
+    """CuFile preads (GPUDirect Storage, or kvikio's POSIX compat mode) into a staging buffer; reads
     smaller than ``host-read-below`` on average are POSIX preads on this thread into pinned host
-    memory, then one copy."""
+    memory. ``staging`` says where the buffer the kernels read lives: device memory (pinned host
+    reads then go there in one copy), or pinned host memory that kernels read over the bus."""
 
     def read(self, ranges: Sequence[Range | None], skip: int = 0, align: int = 1) -> Staged:
         plan = layout(ranges, skip, align)
-        if plan.reads and plan.total < len(plan.reads) * parse_bytes(config.get("host-read-below")):
-            host = cupyx.empty_pinned(plan.total, dtype=np.uint8)
-            pread_loop(host, plan, range(len(plan.reads)))
-            return Staged(_to_device(host), plan.offsets, plan.sizes)
-        buf = cp.empty(max(plan.total, 1), dtype=np.uint8)
-        for w in range(0, len(plan.reads), _WINDOW):
-            window = range(w, min(w + _WINDOW, len(plan.reads)))
-            retrying(
-                f"{len(window)} reads under {os.path.dirname(plan.reads[w].path)}",
-                lambda window=window: self._read_window(plan.reads, plan.starts, window, buf),
-            )
+        on_host = config.get("staging") == "host"
+        small = plan.reads and plan.total < len(plan.reads) * parse_bytes(config.get("host-read-below"))
+        if small or on_host:
+            buf = cupyx.empty_pinned(max(plan.total, 1), dtype=np.uint8)
+        else:
+            buf = cp.empty(max(plan.total, 1), dtype=np.uint8)
+        if small:
+            pread_loop(buf, plan, range(len(plan.reads)))
+        else:
+            for w in range(0, len(plan.reads), _WINDOW):
+                window = range(w, min(w + _WINDOW, len(plan.reads)))
+                retrying(
+                    f"{len(window)} reads under {os.path.dirname(plan.reads[w].path)}",
+                    lambda window=window: self._read_window(plan.reads, plan.starts, window, buf),
+                )
+        if isinstance(buf, np.ndarray):
+            buf = mapped(buf) if on_host else _to_device(buf)
         return Staged(buf, plan.offsets, plan.sizes)
 
     @staticmethod
@@ -49,6 +56,15 @@ class KvikioReader:
                 files.append(kvikio.CuFile(rd.path, "r"))
                 futures.append(files[-1].pread(buf[starts[k] : starts[k] + rd.size], rd.size, rd.offset))
             collect(futures, [reads[k] for k in window])
+
+
+def mapped(host: np.ndarray) -> cp.ndarray:
+    """A cupy array over pinned host memory: with unified addressing a pinned allocation's address is
+    valid on the device, so kernels read it over the bus, and no device copy is made. The array holds
+    ``host``; the caller keeps it until the kernels reading it are done (cupy's pinned pool is not
+    stream-ordered)."""
+    mem = cp.cuda.UnownedMemory(host.ctypes.data, host.nbytes, host, cp.cuda.Device().id)
+    return cp.ndarray((host.nbytes,), np.uint8, cp.cuda.MemoryPointer(mem, 0))
 
 
 def _to_device(host: np.ndarray) -> cp.ndarray:
