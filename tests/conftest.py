@@ -23,7 +23,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(params=DEVICES)
 def device(request):
     """The device a test reads on. "gpu-kvikio" is the GPU with every local read a kvikio device
-    pread into device staging, after a page-cache prefetch of its files; on "gpu", with the default
+    pread into device staging; on "gpu", with the default
     settings, small reads (most tests' chunks) go through pinned host memory (host-read-below)."""
     if request.param == "gpu-kvikio":
         with dask.config.set({"zarr_dask_gpu.host-read-below": 0, "zarr_dask_gpu.staging": "device"}):

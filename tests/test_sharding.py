@@ -1,7 +1,6 @@
 """Sharded zarr v3: inner chunks read as byte ranges from verified shard indexes."""
 
 import contextlib
-import os
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +10,7 @@ from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, Trans
 
 from zarr_dask_gpu import ChunkDecodeError, from_zarr_gpu
 from zarr_dask_gpu.metadata import open_array_info
-from zarr_dask_gpu.storage import Range, coalesce, locate, prefetch, read_shard_index
+from zarr_dask_gpu.storage import Range, coalesce, locate, read_shard_index
 
 from .conftest import host, sample
 
@@ -118,31 +117,6 @@ def test_a_block_covering_a_shard_reads_it_in_one_pread(tmp_path):
     coords = [(i, j) for i in range(4) for j in range(4)]  # the 16 inner chunks of shard c/0/0
     reads = coalesce(locate(info, coords))
     assert len(reads) == 1 and len(reads[0].members) == 16
-
-
-def test_prefetch_hints_whole_shards_and_chunk_files(tmp_path, monkeypatch):
-    hinted = []
-    opened = {}
-    real_open = os.open
-
-    def fake_open(path, flags, *a):
-        fd = real_open(path, flags, *a)
-        opened[fd] = os.path.relpath(path, tmp_path)
-        return fd
-
-    monkeypatch.setattr(os, "open", fake_open)
-    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: hinted.append((opened[fd], advice)))
-    a = _sharded(tmp_path / "a.zarr")
-    a[...] = sample(a.shape, "f4")
-    info = open_array_info(tmp_path / "a.zarr")
-    whole = [(i, j) for i in range(4) for j in range(4)]  # shard c/0/0, and part of shard c/1/0
-    prefetch(info, [*whole, (4, 0)])
-    assert hinted == [(os.path.join("a.zarr", "c", "0", "0"), os.POSIX_FADV_WILLNEED)]
-    z = zarr.create_array(tmp_path / "b.zarr", shape=(4, 4), chunks=(2, 2), dtype="f4")
-    z[:2] = 1  # chunks (1, 0) and (1, 1) are missing: skipped
-    hinted.clear()
-    prefetch(open_array_info(tmp_path / "b.zarr"), [(0, 0), (0, 1), (1, 0), (1, 1)])
-    assert [p for p, _ in hinted] == [os.path.join("b.zarr", "c", "0", k) for k in "01"]
 
 
 def test_coalesce_limits():

@@ -487,8 +487,8 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         cold_read = persisting(from_zarr_gpu(args.path, device="gpu", name="bench-cold"), args.threads, free)
         title = f"cold: from_zarr_gpu().persist(), in-process, {args.threads} threads"
         row(title, timed(cold_read, args.repeat, evict))
-        with dask.config.set({"zarr_dask_gpu.prefetch": False}):
-            title = f"cold: from_zarr_gpu().persist(), {args.threads} threads, prefetch off"
+        with dask.config.set({"zarr_dask_gpu.read-slots": 0}):
+            title = f"cold: from_zarr_gpu().persist(), {args.threads} threads, read-slots=0"
             row(title, timed(cold_read, args.repeat, evict))
         results["cold_read_x_ratio"] = (
             results["cold: ceiling: kvikio pread (compressed bytes)"] * nbytes / stored

@@ -32,9 +32,6 @@ DEFAULTS: dict[str, Any] = {
     # tasks of a process reading at once on the GPU path (0: all): fewer finish their reads sooner
     # and decode while the others read
     "read-slots": 4,
-    # before it waits for a read slot, a GPU task asks the kernel to read its files into the page cache
-    # (posix_fadvise WILLNEED; kvikio compat mode, files of at least host-read-below decoded bytes)
-    "prefetch": True,
     # how the GPU path reads remote chunks: "auto" (kvikio.RemoteFile for HTTP(S) and S3 where this
     # kvikio has remote support, else fsspec), "kvikio" or "fsspec" (host requests, one copy)
     "remote-io": "auto",

@@ -4,7 +4,6 @@ A shard's index is read with one small pread per shard, verified (crc32c, bounds
 turned into one range per inner chunk. Ranges are then merged into few large reads (``coalesce``).
 """
 
-import contextlib
 import os
 import threading
 from collections import defaultdict
@@ -74,35 +73,6 @@ def locate(info: ArrayInfo, coords: Sequence[tuple[int, ...]]) -> list[Range | N
             if off != int(_EMPTY):
                 out[i] = Range(path, off, size)
     return out
-
-
-def prefetch(info: ArrayInfo, coords: Sequence[tuple[int, ...]]) -> None:
-    """Ask the kernel to read the local files holding read units ``coords`` into the page cache in the
-    background (``posix_fadvise`` WILLNEED): a task does this before it waits for its read slot, so on
-    a cold cache the disk has every waiting task's files queued, not one slot's at a time. A shard file
-    is prefetched only when ``coords`` covers all its inner chunks. Only a hint: missing or unreadable
-    files are left to the reads to report."""
-    if info.remote:
-        return
-    if info.shard is None:
-        paths = [info.chunk_path(c) for c in coords]
-    else:
-        per = info.per_shard
-        by_shard: dict[tuple[int, ...], list[tuple[int, ...]]] = defaultdict(list)
-        for c in coords:
-            by_shard[tuple(x // n for x, n in zip(c, per, strict=True))].append(c)
-        whole = int(np.prod(per))
-        paths = [info.chunk_path(cs[0]) for cs in by_shard.values() if len(set(cs)) == whole]
-    for path in paths:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            with contextlib.suppress(OSError):
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-        finally:
-            os.close(fd)
 
 
 def _whole_file(path: str) -> Range | None:

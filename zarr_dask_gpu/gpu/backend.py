@@ -7,9 +7,7 @@ import threading
 from collections.abc import Iterator, Sequence
 
 import cupy as cp
-import kvikio.defaults
 import numpy as np
-from dask.utils import parse_bytes
 
 from .. import config
 from ..backends import PLACED, Slot
@@ -19,7 +17,7 @@ from ..errors import ChunkDecodeError
 from ..io import Staged, host_reader, place
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece, decode_calls, direct_offsets
-from ..storage import locate, prefetch
+from ..storage import locate
 from . import blosc, decompress, remote, setup, validate
 from .gather import copy_ranges
 from .reader import KvikioReader
@@ -100,8 +98,6 @@ class GpuBackend:
             elif part.info.remote:
                 part.staged = self._read_remote(part)
             else:
-                if _prefetches(part.info):  # before waiting for a read slot
-                    prefetch(part.info, [p.coords for p in part.pieces])
                 together.setdefault(part.skip, []).append(part)
         for skip, group in together.items():
             with _read_slot():
@@ -262,19 +258,6 @@ def _read_slot() -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
     with _lock:
         return _slots.setdefault(n, threading.BoundedSemaphore(n))
-
-
-def _prefetches(info: ArrayInfo) -> bool:
-    """Whether a part's files are worth a page-cache prefetch: ``prefetch`` is on, kvikio reads
-    through the page cache (compat mode; GPUDirect Storage reads bypass it), and a file holds at least
-    ``host-read-below`` decoded bytes (B's 4096 small files would pay an open and a hint each on
-    every warm pass)."""
-    file_bytes = int(np.prod(info.grid)) * info.dtype.itemsize
-    return (
-        bool(config.get("prefetch"))
-        and kvikio.defaults.is_compat_mode_preferred()
-        and file_bytes >= parse_bytes(config.get("host-read-below"))
-    )
 
 
 def _aligned(buffer: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> tuple[cp.ndarray, np.ndarray]:
