@@ -1,8 +1,10 @@
-"""blosc's inner lz4 streams (dataset D) on the GPU: the package's one pass that checks and decodes
-each stream with a warp (``validate.decode_lz4``) against nvCOMP's lz4 decode of the same streams
-(which the pipeline used after a check pass of the same walk), alone and with 16 threads at once.
-Both must decode D's streams to the same bytes; ours must flag the streams of a copy with 64 of them
-damaged (random bytes written over 16 to 64 bytes of each).
+"""The structure check of blosc's inner lz4 streams (dataset D) on the GPU: the warp-per-stream
+kernel that reads through a shared-memory window (``validate_lz4``, the package's) against one thread
+per stream reading global memory (``validate``: the kernel before it), alone and with 16 threads
+checking at once; and, for scale, nvCOMP's decode of the same streams. (A thread per stream, each
+through its own 64-byte window, measured slowest: 23.9 ms a task; docs/performance.md.) Both must
+find D's streams sound and flag the same streams of a copy with 64 of them damaged (random bytes
+written over 16 to 64 bytes of each).
 
 Run on the GPU host after `zarr-dask-gpu bench --datasets D` wrote dataset D:
     python3 benchmarks/probe_check.py [--path /tmp/bench-a.zarr-D]
@@ -42,26 +44,30 @@ def streams(info, start: int, stop: int) -> tuple:
     return staged.buffer, got["src"], got["csize"], got["dsize"]
 
 
-def ours(
-    buf: cp.ndarray, src: np.ndarray, csize: np.ndarray, dsize: np.ndarray, out: cp.ndarray
-) -> np.ndarray:
-    """The package's one pass: each stream checked and decoded by a warp (``validate.decode_lz4``)."""
-    dst = np.uint64(out.data.ptr) + np.concatenate([[0], np.cumsum(dsize)[:-1]]).astype(np.uint64)
-    bad = validate.decode_lz4(buf, src, csize, "lz4-block", dst, dsize)
-    return np.array([i for i, _ in bad], dtype=np.int64)
-
-
-def nvcomp(
-    buf: cp.ndarray, src: np.ndarray, csize: np.ndarray, dsize: np.ndarray, out: cp.ndarray
-) -> np.ndarray:
-    """nvCOMP's lz4 decode of the same streams (no check: it does not bound its output)."""
-    dst = np.uint64(out.data.ptr) + np.concatenate([[0], np.cumsum(dsize)[:-1]]).astype(np.uint64)
-    stream = cp.cuda.get_current_stream()
-    done = decompress.launch(
-        "lz4", np.uint64(buf.data.ptr) + src.astype(np.uint64), csize, dst, dsize, stream
+def one_thread(buf: cp.ndarray, src: np.ndarray, csize: np.ndarray, dsize: np.ndarray) -> np.ndarray:
+    """The kernel before this session's: one thread per stream, reading global memory."""
+    n = len(src)
+    status, claimed = cp.empty(n, dtype=np.int32), cp.empty(n, dtype=np.int64)
+    validate._kernel("validate")(
+        ((n + 127) // 128,),
+        (128,),
+        (
+            buf,
+            cp.asarray(src),
+            cp.asarray(csize),
+            np.int32(5),
+            cp.asarray(dsize),
+            status,
+            claimed,
+            np.int32(n),
+        ),
     )
-    stream.synchronize()
-    return np.array([i for i, _ in done.failures()], dtype=np.int64)
+    return np.flatnonzero(status.get())
+
+
+def warp(buf: cp.ndarray, src: np.ndarray, csize: np.ndarray, dsize: np.ndarray) -> np.ndarray:
+    bad = validate.check_batch(buf, src, csize, "lz4-block", dsize)
+    return np.array([i for i, _ in bad], dtype=np.int64)
 
 
 def on_own_stream(fn, batch: tuple) -> None:  # type: ignore[no-untyped-def]
@@ -96,31 +102,41 @@ def main() -> None:
         f"{csize.sum() / 1e6:.1f} MB compressed, {dsize.sum() / 1e6:.1f} MB decoded",
         flush=True,
     )
-    outs = [cp.empty(int(b[3].sum()), dtype=np.uint8) for b in batches]
-    kernels = {"check and decode, a warp per stream (ours)": ours, "nvCOMP lz4 decode": nvcomp}
-    results = {}
-    for name, fn in kernels.items():
-        outs[0].fill(0)
-        assert not len(fn(*batches[0], outs[0])), f"{name}: D's streams must all be sound"
-        results[name] = outs[0].copy()
-    first = next(iter(results.values()))
-    assert all(cp.array_equal(r, first) for r in results.values()), "decoded bytes differ"
-    print("D's streams: ours and nvCOMP decode to the same bytes", flush=True)
+    kernels = {
+        "one thread per stream (global memory)": one_thread,
+        "a warp per stream (window)": warp,
+    }
     rng = np.random.default_rng(0)
     damaged = buf.copy()
     for k in rng.choice(len(src), 64, replace=False):
         at, n = int(src[k] + rng.integers(0, csize[k] - 64)), int(rng.integers(16, 65))
         damaged[at : at + n] = cp.asarray(rng.integers(0, 256, n, dtype=np.uint8))
-    print(f"64 damaged streams: ours flags {len(ours(damaged, src, csize, dsize, outs[0]))}", flush=True)
-    work = [(*b, o) for b, o in zip(batches, outs, strict=True)]
+    flagged = {}
     for name, fn in kernels.items():
-        alone = timed(fn, *work[0])
+        assert not len(fn(*batches[0])), f"{name}: D's streams must all be sound"
+        flagged[name] = fn(damaged, src, csize, dsize)
+    first = next(iter(flagged.values()))
+    assert all(np.array_equal(f, first) for f in flagged.values()), {k: len(v) for k, v in flagged.items()}
+    print(f"64 damaged streams: each kernel flags the same {len(first)}", flush=True)
+    for name, fn in kernels.items():
+        alone = timed(fn, *batches[0])
         with ThreadPoolExecutor(16) as ex:
-            together = timed(lambda fn=fn: list(ex.map(lambda w, fn=fn: on_own_stream(fn, w), work)))
+            together = timed(lambda fn=fn: list(ex.map(lambda b: on_own_stream(fn, b), batches)))
         print(
-            f"{name:45s} one task {alone * 1e3:7.2f} ms | 16 tasks on 16 threads {together * 1e3:7.2f} ms",
+            f"{name:40s} one task {alone * 1e3:7.2f} ms | 16 tasks on 16 threads {together * 1e3:7.2f} ms",
             flush=True,
         )
+    out = cp.empty(int(dsize.sum()), dtype=np.uint8)
+    dst = out.data.ptr + np.concatenate([[0], np.cumsum(dsize)[:-1]]).astype(np.uint64)
+    srcp = buf.data.ptr + src.astype(np.uint64)
+    stream = cp.cuda.get_current_stream()
+
+    def decode() -> None:
+        done = decompress.launch("lz4", srcp, csize, dst, dsize, stream)
+        stream.synchronize()
+        assert not done.failures()
+
+    print(f"{'nvCOMP lz4 decode of the same streams':40s} one task {timed(decode) * 1e3:7.2f} ms", flush=True)
 
 
 if __name__ == "__main__":

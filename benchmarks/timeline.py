@@ -3,10 +3,9 @@ and the same pass with one phase taken out at a time.
 
 A task's phases (gpu/backend.py): planning (its chunks, their files' sizes, where each decodes), the
 reads, the structure check (a kernel and a read-back), nvCOMP (its scratch query, the launch and the
-wait for the decode) or, for lz4, the one kernel that checks and decodes, and the wait for its stream
-at the end of the task. Each case runs all blocks of the dataset twice on a thread pool (the second
-pass is timed) and prints the wall time, each phase's mean and max over tasks, and for the full case
-one line per task.
+wait for the decode), and the wait for its stream at the end of the task. Each case runs all blocks of
+the dataset twice on a thread pool (the second pass is timed) and prints the wall time, each phase's
+mean and max over tasks, and for the full case one line per task.
 
 Run on the GPU host after `zarr-dask-gpu bench` has written its dataset:
     python3 benchmarks/timeline.py [--path /tmp/bench-a.zarr] [--threads 16]
@@ -84,7 +83,6 @@ def main() -> None:
     ctx = backend.GpuBackend.context
     KvikioReader.read = _timed("read", read)
     validate.check_batch = _timed("check", check)
-    validate.decode_lz4 = _timed("lz4", validate.decode_lz4)  # checks and decodes lz4 in one pass
     backend.GpuBackend._nvcomp = _timed("nvcomp", nvc)
     # the per-chunk Python of planning: which chunks, their files' sizes, where each decodes
     task.block_pieces = _timed("pieces", task.block_pieces)

@@ -206,20 +206,19 @@ class GpuBackend:
         out_offsets: np.ndarray,
         out_sizes: np.ndarray,
     ) -> list[tuple[int, str]]:
-        """Check and decode whole compressed items of one ``kind`` (a compression, or ``lz4-block``
-        for blosc's streams), item ``i`` into ``outs[which[i]]`` at ``out_offsets[i]``; failures as
-        (index, reason). lz4 is checked and decoded in one pass of ours; the others are
-        structure-checked, then decoded in one nvCOMP batch, with nothing decoded when any item is
-        damaged."""
-        dst = np.array([o.data.ptr for o in outs], dtype=np.uint64)[which] + out_offsets.astype(np.uint64)
-        if kind.startswith("lz4"):
-            return validate.decode_lz4(buffer, offsets, sizes, kind, dst, out_sizes)
+        """Structure-check whole compressed items of one ``kind`` (a compression, or ``lz4-block``
+        for blosc's streams), then decode their payloads in one nvCOMP batch, item ``i`` into
+        ``outs[which[i]]`` at ``out_offsets[i]``; failures as (index, reason), with nothing decoded
+        when any item is damaged."""
         bad = validate.check_batch(buffer, offsets, sizes, kind, out_sizes)
         if bad:
             return bad
         skip, trail = headers.skip_bytes(kind)
         payload, payload_offsets = _aligned(buffer, offsets + skip, sizes - skip - trail)
-        return self._nvcomp(kind, payload, payload_offsets, sizes - skip - trail, dst, out_sizes)
+        codec = "lz4" if kind == "lz4-block" else kind
+        return self._nvcomp(
+            codec, payload, payload_offsets, sizes - skip - trail, outs, which, out_offsets, out_sizes
+        )
 
     def _nvcomp(
         self,
@@ -227,14 +226,18 @@ class GpuBackend:
         buffer: cp.ndarray,
         offsets: np.ndarray,
         sizes: np.ndarray,
-        dst: np.ndarray,
+        outs: list[cp.ndarray],
+        which: np.ndarray,
+        out_offsets: np.ndarray,
         out_sizes: np.ndarray,
     ) -> list[tuple[int, str]]:
-        """Batched nvCOMP decodes, item ``i`` into device address ``dst[i]``, in calls of at most
+        """Batched nvCOMP decodes, item ``i`` into ``outs[which[i]]``, in calls of at most
         ``decode-call-bytes`` decoded bytes, each waited for (the GIL released); the items nvCOMP
         failed or decoded to a size other than ``out_sizes`` says, as (index, reason)."""
         stream = self._stream()
+        bases = np.array([o.data.ptr for o in outs], dtype=np.uint64)
         src = np.uint64(buffer.data.ptr) + offsets.astype(np.uint64)
+        dst = bases[which] + out_offsets.astype(np.uint64)
         bad: list[tuple[int, str]] = []
         for part in decode_calls(out_sizes, config.get("decode-call-bytes")):
             done = decompress.launch(compression, src[part], sizes[part], dst[part], out_sizes[part], stream)

@@ -79,94 +79,66 @@ __device__ int zlib(const u8* d, i64 n) {
 #define LZ4_MAX 0x7E000000
 typedef struct { const u8* d; int n; const u8* w; int base, hi; u8* win; } lz4_src;
 
-// a warp's lanes share the copies of a stream's literals and matches; ONE_LANE (the host's check of
-// the windowed walk) makes one lane do a warp's work
-#if defined(__CUDA_ARCH__) && !defined(ONE_LANE)
-#define LANE (threadIdx.x & 31)
-#define LANES 32
-#define WARP_SYNC() __syncwarp()
-#else
-#define LANE 0
-#define LANES 1
-#define WARP_SYNC()
-#endif
-
 // make bytes [p, p + k) readable (those below n); k is at most LZ4_WINDOW - 16
 __device__ void lz4_need(lz4_src* s, int p, int k) {
     if (p + k <= s->hi || s->hi == s->n) return;
 #ifdef __CUDA_ARCH__
-    WARP_SYNC();  // every lane is done with the old window
+    __syncwarp();  // every lane is done with the old window
     const u8* a0 = (const u8*)((unsigned long long)(s->d + p) & ~15ull);
     s->w = s->win;
     s->base = (int)(a0 - s->d);
     s->hi = s->base + LZ4_WINDOW < s->n ? s->base + LZ4_WINDOW : s->n;
     // a 16-byte aligned load holding a byte of the stream stays inside its allocation
-    for (int k = LANE * 16; k < LZ4_WINDOW && a0 + k < s->d + s->n; k += LANES * 16)
+    for (int k = (threadIdx.x & 31) * 16; k < LZ4_WINDOW && a0 + k < s->d + s->n; k += 512)
         *(uint4*)(s->win + k) = *(const uint4*)(a0 + k);
-    WARP_SYNC();
+    __syncwarp();
 #endif
 }
 
 #define LZ4_AT(s, q) ((unsigned)(s)->w[(q) - (s)->base])
 
-// a length's extension bytes (lz4: add bytes while they are 255); -1 when the stream ends first
-__device__ i64 lz4_more(lz4_src* s, int* p, i64 len) {
-    unsigned b;
-    do {
-        lz4_need(s, *p, 16);
-        if (*p >= s->n) return -1;
-        b = LZ4_AT(s, *p);
-        (*p)++;
-        len += b;
-    } while (b == 255);
-    return len;
-}
-
-// Walk one lz4 block's sequences and, given out, decode it into out[0, expected): every literal run
-// and match is bounds-checked before it is written, so damage never writes past the stream's slot
-// (nvCOMP 6.0's lz4 decoder does: docs/design.md). 0 when it decodes to exactly expected bytes.
-__device__ int lz4_block(lz4_src* s, i64 expected, u8* out) {
+__device__ int lz4_block(lz4_src* s, i64 expected) {
     int n = s->n, p = 0;
-    i64 o = 0;
+    i64 out = 0;
     if (n < 1) return 1;
     for (;;) {
         lz4_need(s, p, 16);
         if (p >= n) return 1;
-        unsigned tok = LZ4_AT(s, p);
+        unsigned tok = LZ4_AT(s, p), b;
         p++;
         i64 lit = tok >> 4;
-        if (lit == 15 && (lit = lz4_more(s, &p, lit)) < 0) return 1;
+        if (lit == 15) do {
+            lz4_need(s, p, 16);
+            if (p >= n) return 1;
+            b = LZ4_AT(s, p);
+            p++;
+            lit += b;
+        } while (b == 255);
         if (lit > n - p) return 1;
-        if (o + lit > expected) return 3;
-        if (out)
-            for (int k = LANE; k < lit; k += LANES) out[o + k] = s->d[p + k];
         p += (int)lit;
-        o += lit;
+        out += lit;
         if (p == n) break;
         if (n - p < 2) return 1;
         lz4_need(s, p, 16);
         unsigned off = LZ4_AT(s, p) | (LZ4_AT(s, p + 1) << 8);
         p += 2;
-        if (off == 0 || off > o) return 3;
+        if (off == 0 || off > out) return 3;
         i64 ml = tok & 15;
-        if (ml == 15 && (ml = lz4_more(s, &p, ml)) < 0) return 1;
-        ml += 4;
-        if (o + ml > expected) return 3;
-        if (out) {
-            WARP_SYNC();  // a match repeats bytes other lanes wrote
-            const u8* from = out + o - off;
-            if (off >= ml)
-                for (int k = LANE; k < ml; k += LANES) out[o + k] = from[k];
-            else  // overlapping: the last off bytes repeat
-                for (int k = LANE; k < ml; k += LANES) out[o + k] = from[(unsigned)k % off];
-        }
-        o += ml;
+        if (ml == 15) do {
+            lz4_need(s, p, 16);
+            if (p >= n) return 1;
+            b = LZ4_AT(s, p);
+            p++;
+            ml += b;
+        } while (b == 255);
+        out += ml + 4;
+        if (out > expected) return 3;
     }
-    return o == expected ? 0 : 1;
+    return out == expected ? 0 : 1;
 }
 
 // kind 4: numcodecs' lz4 (a 4-byte decoded size, then a block); kind 5: a bare block (blosc's)
-__device__ int lz4_item(const u8* d, i64 n, int kind, i64 expected, u8* win, u8* out, i64* claimed) {
+__device__ int lz4_item(const u8* d, i64 n, int kind, i64 expected, u8* win, i64* claimed) {
     *claimed = -1;
     int head = kind == 4 ? 4 : 0;
     if (n < head + 1) return 1;
@@ -177,12 +149,11 @@ __device__ int lz4_item(const u8* d, i64 n, int kind, i64 expected, u8* win, u8*
     if (n - head > LZ4_MAX || expected > LZ4_MAX) return 3;
     lz4_src s = {d + head, (int)(n - head), d + head, 0, (int)(n - head), win};
     if (win) s.hi = -1;  // empty: the first lz4_need fills it
-    int st = lz4_block(&s, expected, out);
+    int st = lz4_block(&s, expected);
     if (!st && kind == 5) *claimed = expected;
     return st;
 }
 
-// zstd, gzip and zlib (kinds 1 to 3): their headers
 __device__ void validate_item(i64 i, const u8* buf, const i64* offsets, const i64* sizes, int kind,
                               const i64* expected_sizes, int* status, i64* claimed) {
     const u8* d = buf + offsets[i];
@@ -192,7 +163,8 @@ __device__ void validate_item(i64 i, const u8* buf, const i64* offsets, const i6
     if (m == 0) st = 1;
     else if (kind == 1) st = zstd(d, m, expected, claimed + i);
     else if (kind == 2) st = gzip(d, m, expected, claimed + i);
-    else st = zlib(d, m);
+    else if (kind == 3) st = zlib(d, m);
+    else st = lz4_item(d, m, kind, expected, 0, claimed + i);
     status[i] = st;
 }
 
@@ -202,18 +174,16 @@ extern "C" __global__ void validate(const u8* buf, const i64* offsets, const i64
     if (i < n) validate_item(i, buf, offsets, sizes, kind, expected_sizes, status, claimed);
 }
 
-#define LZ4_WARPS 4  // warps of a CUDA block in decode_lz4 (its blockDim.x is 32 * LZ4_WARPS)
+#define LZ4_WARPS 4  // warps of a CUDA block in validate_lz4 (its blockDim.x is 32 * LZ4_WARPS)
 
-// lz4 items (kinds 4 and 5), a warp each: checked and decoded into dst[i] in one pass
-extern "C" __global__ void decode_lz4(const u8* buf, const i64* offsets, const i64* sizes, int kind,
-                                      const i64* expected_sizes, const u64* dst, int* status,
-                                      i64* claimed, int n) {
+// lz4 items (kinds 4 and 5), a warp each
+extern "C" __global__ void validate_lz4(const u8* buf, const i64* offsets, const i64* sizes, int kind,
+                                        const i64* expected_sizes, int* status, i64* claimed, int n) {
     __shared__ __align__(16) u8 win[LZ4_WARPS * LZ4_WINDOW];
     i64 i = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     if (i >= n) return;  // the same for the whole warp
     i64 c;
-    int st = lz4_item(buf + offsets[i], sizes[i], kind, expected_sizes[i],
-                      win + (threadIdx.x >> 5) * LZ4_WINDOW, (u8*)dst[i], &c);
+    int st = lz4_item(buf + offsets[i], sizes[i], kind, expected_sizes[i], win + (threadIdx.x >> 5) * LZ4_WINDOW, &c);
     if ((threadIdx.x & 31) == 0) {
         status[i] = st;
         claimed[i] = c;

@@ -2,9 +2,9 @@
 
 nvCOMP 6.0 hangs on truncated zstd frames and faults (poisoning the CUDA context) on garbage
 (docs/design.md). One thread per chunk walks the frame's headers: zstd block headers, the gzip
-header and size trailer, the zlib header; it reads a few bytes per block, so it costs little next to
-decoding, and it checks every stated size against the metadata. lz4 is checked and decoded in one
-pass, a warp per stream walking its sequences and copying their bytes (``decode_lz4``).
+header and size trailer, the zlib header; a warp per stream walks lz4's sequences. It reads a few
+bytes per block (lz4: per sequence), so it costs little next to decoding, and it checks every
+stated size against the metadata.
 """
 
 import functools
@@ -35,58 +35,20 @@ def _kernel(name: str) -> cp.RawKernel:
 def check_batch(
     buffer: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray, compression: str, expected: int | np.ndarray
 ) -> list[tuple[int, str]]:
-    """Check a batch of zstd, gzip or zlib chunks (``expected``: each one's decoded size, or one for
-    all), a thread each.
+    """Check a batch of compressed chunks (``expected``: each one's decoded size, or one for all).
 
     Returns
     -------
     bad
         The chunks that must not be decoded, as (index, reason); empty when all are sound.
     """
-    return _run("validate", 128, len(offsets), buffer, offsets, sizes, compression, expected)
-
-
-def decode_lz4(
-    buffer: cp.ndarray,
-    offsets: np.ndarray,
-    sizes: np.ndarray,
-    compression: str,
-    dst: np.ndarray,
-    expected: int | np.ndarray,
-) -> list[tuple[int, str]]:
-    """Check and decode a batch of lz4 items (``compression`` "lz4" or "lz4-block") in one pass, a
-    warp each, item ``i`` into ``expected[i]`` bytes at device address ``dst[i]``: nvCOMP 6.0's lz4
-    decoder writes past its output slots on damaged input (docs/design.md), so this walk, which a
-    check needed anyway, writes the bytes itself and never past a slot.
-
-    Returns
-    -------
-    bad
-        The damaged items, as (index, reason); the others are decoded.
-    """
-    dst_d = cp.asarray(np.asarray(dst, dtype=np.uint64))
-    return _run(
-        "decode_lz4", _LZ4_THREADS, 32 * len(offsets), buffer, offsets, sizes, compression, expected, dst_d
-    )
-
-
-def _run(
-    kernel: str,
-    threads: int,
-    items: int,
-    buffer: cp.ndarray,
-    offsets: np.ndarray,
-    sizes: np.ndarray,
-    compression: str,
-    expected: int | np.ndarray,
-    *extra: cp.ndarray,
-) -> list[tuple[int, str]]:
-    """Launch a checking kernel over ``items`` threads and read back each chunk's status."""
     n = len(offsets)
     expected_all = np.broadcast_to(np.asarray(expected, dtype=np.int64), (n,))
     status = cp.empty(n, dtype=np.int32)
     claimed = cp.empty(n, dtype=np.int64)
-    _kernel(kernel)(
+    lz4 = compression.startswith("lz4")  # a warp per stream: see lz4_src in kernels.py
+    threads, items = (_LZ4_THREADS, 32 * n) if lz4 else (128, n)
+    _kernel("validate_lz4" if lz4 else "validate")(
         ((items + threads - 1) // threads,),
         (threads,),
         (
@@ -95,7 +57,6 @@ def _run(
             cp.asarray(sizes, dtype=np.int64),
             np.int32(_KINDS[compression]),
             cp.asarray(expected_all),
-            *extra,
             status,
             claimed,
             np.int32(n),
