@@ -80,18 +80,37 @@ def test_large_batch_in_one_task(tmp_path):
         np.testing.assert_array_equal(host(x.compute()), a[...])
 
 
-@pytest.mark.parametrize("call_bytes,read_slots", [(None, 0), ("64KiB", 0), (None, 2)])
-def test_concurrent_tasks_of_several_codecs_read_correctly(tmp_path, call_bytes, read_slots):
-    """Tasks of arrays with different codecs and chunk sizes run at once, each on its own stream, with
-    a task's batch in one nvCOMP call or split into calls of about one chunk, and with all tasks or
-    two at a time reading; every block must still be its own."""
+@pytest.mark.parametrize(
+    "call_bytes,read_slots,staging,host_below",
+    [
+        (None, 0, "device", "1MiB"),
+        ("64KiB", 0, "device", "1MiB"),
+        (None, 2, "device", "1MiB"),
+        (None, 4, "host", "1MiB"),
+        (None, 4, "host", 0),
+    ],
+)
+def test_concurrent_tasks_of_several_codecs_read_correctly(
+    tmp_path, call_bytes, read_slots, staging, host_below
+):
+    """Tasks of arrays with different codecs (raw and blosc among them) and chunk sizes run at once,
+    each on its own stream, with a task's batch in one nvCOMP call or split into calls of about one
+    chunk, with all tasks or two at a time reading, and with the compressed chunks staged in device
+    memory or in pinned host memory (POSIX or kvikio reads) the kernels read over the bus, held until
+    each task's stream is done; every block must still be its own."""
     from concurrent.futures import ThreadPoolExecutor
 
     import dask
 
     arrays = {}
     for i, (name, codec) in enumerate(
-        [("zstd", numcodecs.Zstd(1)), ("lz4", numcodecs.LZ4()), ("z2", numcodecs.Zstd(3))]
+        [
+            ("zstd", numcodecs.Zstd(1)),
+            ("lz4", numcodecs.LZ4()),
+            ("z2", numcodecs.Zstd(3)),
+            ("raw", None),
+            ("blosc", numcodecs.Blosc("lz4", shuffle=numcodecs.Blosc.SHUFFLE)),
+        ]
     ):
         a = zarr.create_array(
             tmp_path / f"{name}.zarr",
@@ -103,9 +122,13 @@ def test_concurrent_tasks_of_several_codecs_read_correctly(tmp_path, call_bytes,
         )
         a[...] = sample(a.shape, "f4", seed=i)
         arrays[name] = (a, from_zarr_gpu(tmp_path / f"{name}.zarr", chunks=(12, 3000), device="gpu"))
-    with dask.config.set(
-        {"zarr_dask_gpu.decode-call-bytes": call_bytes, "zarr_dask_gpu.read-slots": read_slots}
-    ):
+    settings = {
+        "decode-call-bytes": call_bytes,
+        "read-slots": read_slots,
+        "staging": staging,
+        "host-read-below": host_below,
+    }
+    with dask.config.set({f"zarr_dask_gpu.{k}": v for k, v in settings.items()}):
 
         def read(name: str) -> None:
             a, x = arrays[name]
