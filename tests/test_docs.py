@@ -44,6 +44,21 @@ def test_environment_variables_override_the_defaults():
     assert out.split() == ["64MiB", "7"]
 
 
+def test_a_mode_setting_outside_its_choices_raises_naming_it():
+    import dask
+
+    from zarr_dask_gpu import config
+
+    with (
+        dask.config.set({"zarr_dask_gpu.staging": "hots"}),
+        pytest.raises(
+            ValueError, match=r"zarr_dask_gpu.staging is 'hots'; it must be one of 'device', 'host'"
+        ),
+    ):
+        config.choice("staging", ("device", "host"))
+    assert config.choice("staging", ("device", "host")) == "device"
+
+
 def test_import_sets_cuda_hardware_queues_unless_set():
     code = "import os, zarr_dask_gpu; print(os.environ['CUDA_DEVICE_MAX_CONNECTIONS'])"
     env = {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_MAX_CONNECTIONS"}

@@ -52,3 +52,19 @@ dask.config.update_defaults({"zarr_dask_gpu": DEFAULTS})
 def get(key: str) -> Any:
     """Return the configured value of ``zarr_dask_gpu.<key>``."""
     return dask.config.get(f"zarr_dask_gpu.{key}")
+
+
+def choice(key: str, allowed: tuple[str, ...]) -> str:
+    """The configured value of ``zarr_dask_gpu.<key>``, one of ``allowed``.
+
+    Raises
+    ------
+    ValueError
+        The value is none of ``allowed`` (a misspelt mode would otherwise pass for the default).
+    """
+    value = get(key)
+    if value not in allowed:
+        raise ValueError(
+            f"zarr_dask_gpu.{key} is {value!r}; it must be one of {', '.join(map(repr, allowed))}"
+        )
+    return value

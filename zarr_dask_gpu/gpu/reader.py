@@ -29,7 +29,7 @@ class KvikioReader:
 
     def read(self, ranges: Sequence[Range | None], skip: int = 0, align: int = 1) -> Staged:
         plan = layout(ranges, skip, align)
-        on_host = config.get("staging") == "host"
+        on_host = config.choice("staging", ("device", "host")) == "host"
         small = plan.reads and plan.total < len(plan.reads) * parse_bytes(config.get("host-read-below"))
         if small or on_host:
             buf = cupyx.empty_pinned(max(plan.total, 1), dtype=np.uint8)
