@@ -45,7 +45,7 @@ def _release() -> None:
 class GpuBackend:
     """Reads and decodes a block's chunks into device memory, on this thread's own CUDA stream.
 
-    Each thread that runs tasks gets its own stream and codecs, so tasks on different threads read,
+    Each thread that runs tasks gets its own stream, so tasks on different threads read,
     decode and assemble concurrently. A task ends by waiting for its stream, asleep on an event
     without the GIL, and the block it returns is complete on any stream.
     """

@@ -2,9 +2,10 @@
 
 nvCOMP 6.0 hangs on truncated zstd frames and faults (poisoning the CUDA context) on garbage
 (docs/design.md). One thread per chunk walks the frame's headers: zstd block headers, the gzip
-header and size trailer, the zlib header; a warp per stream walks lz4's sequences. It reads a few
-bytes per block (lz4: per sequence), so it costs little next to decoding, and it checks every
-stated size against the metadata.
+header and size trailer, the zlib header, reading a few bytes per block, so it costs little next to
+decoding; a warp per stream walks lz4's sequences, which costs about what nvCOMP's lz4 decode does
+(nvCOMP 6.0's lz4 writes past its output on damage, so the walk stays). Every stated size is checked
+against the metadata.
 """
 
 import functools
