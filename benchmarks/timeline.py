@@ -30,13 +30,14 @@ import kvikio
 import numpy as np
 
 from zarr_dask_gpu import task
-from zarr_dask_gpu.gpu import backend, reader, validate
+from zarr_dask_gpu.gpu import backend, decompress, reader, validate
 from zarr_dask_gpu.gpu.reader import KvikioReader
 from zarr_dask_gpu.metadata import open_array_info
 from zarr_dask_gpu.sample import write_sample
 from zarr_dask_gpu.task import read_region
 
 _log: dict[int, list[tuple[str, float, float]]] = defaultdict(list)
+_joined: list[tuple[float, float, int, int]] = []  # nvCOMP calls: start, end, tasks, chunks
 
 
 def _timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -84,6 +85,16 @@ def main() -> None:
     KvikioReader.read = _timed("read", read)
     validate.check_batch = _timed("check", check)
     backend.GpuBackend._nvcomp = _timed("nvcomp", nvc)
+    joined = decompress.decode_joined
+
+    def timed_joined(compression: str, batches: Any, stream: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return joined(compression, batches, stream)
+        finally:
+            _joined.append((t0, time.perf_counter(), len(batches), sum(len(b.src) for b in batches)))
+
+    decompress.decode_joined = timed_joined
     # the per-chunk Python of planning: which chunks, their files' sizes, where each decodes
     task.block_pieces = _timed("pieces", task.block_pieces)
     backend.locate = _timed("locate", backend.locate)
@@ -114,6 +125,15 @@ def main() -> None:
         "no nvCOMP decode": lambda: _patch(backend.GpuBackend, "_nvcomp", lambda *a, **k: []),
         "polling every 0.2 ms instead of an event": lambda: _patch(backend, "wait", _poll),
         "read-slots=0 (all tasks read at once)": lambda: dask.config.set({"zarr_dask_gpu.read-slots": 0}),
+        "coalesce-reads=False (reads per task)": lambda: dask.config.set(
+            {"zarr_dask_gpu.coalesce-reads": False}
+        ),
+        "coalesce-decodes=False (a call per task)": lambda: dask.config.set(
+            {"zarr_dask_gpu.coalesce-decodes": False}
+        ),
+        "neither coalesced": lambda: dask.config.set(
+            {"zarr_dask_gpu.coalesce-reads": False, "zarr_dask_gpu.coalesce-decodes": False}
+        ),
         "kvikio device preads (host-read-below=0)": lambda: dask.config.set(
             {"zarr_dask_gpu.host-read-below": 0}
         ),
@@ -138,6 +158,7 @@ def main() -> None:
             ):
                 for _ in range(2):
                     _log.clear()
+                    _joined.clear()
                     t0 = time.perf_counter()
                     outs = list(ex.map(lambda b: read_region(info, *b, "gpu", False), boxes))
                     cp.cuda.Device().synchronize()
@@ -155,6 +176,8 @@ def main() -> None:
                 f"mean/max ms: {summary}",
                 flush=True,
             )
+            calls = [f"{k}x{n}@{(a - t0) * 1e3:.0f}+{(b - a) * 1e3:.0f}" for a, b, k, n in sorted(_joined)]
+            print("    nvCOMP calls (tasks x chunks @start+ms): " + " ".join(calls))
             if name == "full task":
                 for tid, events in _log.items():
                     print(

@@ -81,23 +81,25 @@ def test_large_batch_in_one_task(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "call_bytes,read_slots,staging,host_below",
+    "call_bytes,read_slots,staging,host_below,coalesce",
     [
-        (None, 0, "device", "1MiB"),
-        ("64KiB", 0, "device", "1MiB"),
-        (None, 2, "device", "1MiB"),
-        (None, 4, "host", "1MiB"),
-        (None, 4, "host", 0),
+        (None, 0, "device", "1MiB", True),
+        (None, 0, "device", "1MiB", False),
+        ("64KiB", 0, "device", "1MiB", True),
+        (None, 2, "device", "1MiB", True),
+        (None, 4, "host", "1MiB", True),
+        (None, 4, "host", 0, True),
     ],
 )
 def test_concurrent_tasks_of_several_codecs_read_correctly(
-    tmp_path, call_bytes, read_slots, staging, host_below
+    tmp_path, call_bytes, read_slots, staging, host_below, coalesce
 ):
     """Tasks of arrays with different codecs (raw and blosc among them) and chunk sizes run at once,
-    each on its own stream, with a task's batch in one nvCOMP call or split into calls of about one
-    chunk, with all tasks or two at a time reading, and with the compressed chunks staged in device
-    memory or in pinned host memory (POSIX or kvikio reads) the kernels read over the bus, held until
-    each task's stream is done; every block must still be its own."""
+    each on its own stream, with their reads and nvCOMP calls joined or each task's own, a task's batch in one
+    call or split into calls of about one chunk, with all tasks or two at a time reading, and with
+    the compressed chunks staged in device memory or in pinned host memory (POSIX or kvikio reads)
+    the kernels read over the bus, held until each task's stream is done; every block must still be
+    its own."""
     from concurrent.futures import ThreadPoolExecutor
 
     import dask
@@ -127,6 +129,8 @@ def test_concurrent_tasks_of_several_codecs_read_correctly(
         "read-slots": read_slots,
         "staging": staging,
         "host-read-below": host_below,
+        "coalesce-reads": coalesce,
+        "coalesce-decodes": coalesce,
     }
     with dask.config.set({f"zarr_dask_gpu.{k}": v for k, v in settings.items()}):
 
@@ -136,6 +140,63 @@ def test_concurrent_tasks_of_several_codecs_read_correctly(
 
         with ThreadPoolExecutor(6) as ex:
             list(ex.map(read, list(arrays) * 4))
+
+
+def test_tasks_starting_at_once_share_one_read_and_one_nvcomp_call(tmp_path, monkeypatch):
+    """With ``coalesce-reads`` and ``coalesce-decodes`` five tasks starting at once read their chunks
+    in one batch of preads and the four good ones decode their 16 chunks in one nvCOMP call, each
+    task still getting its own values; the fifth, with a damaged chunk, raises its own error naming
+    the key. With the settings off each task reads and decodes on its own."""
+    import contextlib
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    import dask
+
+    from zarr_dask_gpu.errors import ChunkDecodeError
+    from zarr_dask_gpu.gpu import backend, decompress
+    from zarr_dask_gpu.gpu.reader import KvikioReader
+
+    for name in ("a", "b"):
+        z = zarr.create_array(tmp_path / f"{name}.zarr", shape=(64, 4096), chunks=(4, 4096), dtype="f4")
+        z[...] = sample(z.shape, "f4")
+    bad = tmp_path / "b.zarr" / "c" / "1" / "0"
+    bad.write_bytes(bad.read_bytes()[:-7])
+    want = zarr.open_array(tmp_path / "a.zarr")[...]
+    x = from_zarr_gpu(tmp_path / "a.zarr", chunks=(16, 4096), device="gpu")  # 4 blocks of 4 chunks
+    damaged = from_zarr_gpu(tmp_path / "b.zarr", chunks=(16, 4096), device="gpu").blocks[0]
+    x.blocks[0].compute(scheduler="sync")  # kernels compiled before the timed wait below
+    reads: list[int] = []
+    decodes: list[int] = []
+    read, launch = KvikioReader.read, decompress.launch
+
+    def counted_read(self, ranges, *args, **kwargs):  # the real reads, counted
+        reads.append(len(ranges))
+        return read(self, ranges, *args, **kwargs)
+
+    def counted_launch(compression, src, *args):  # the real nvCOMP call, counted
+        decodes.append(len(src))
+        return launch(compression, src, *args)
+
+    monkeypatch.setattr(KvikioReader, "read", counted_read)
+    monkeypatch.setattr(decompress, "launch", counted_launch)
+    for coalesce in (True, False):
+        reads.clear()
+        decodes.clear()
+        settings = {"zarr_dask_gpu.coalesce-reads": coalesce, "zarr_dask_gpu.coalesce-decodes": coalesce}
+        with dask.config.set(settings), ThreadPoolExecutor(5) as ex, contextlib.ExitStack() as hold:
+            if coalesce:  # a task on its way: the joined calls wait for it
+                hold.enter_context(backend._coalescer("reads").member())
+                hold.enter_context(backend._coalescer("decodes").member())
+            futures = [ex.submit(lambda i: host(x.blocks[i].compute(scheduler="sync")), i) for i in range(4)]
+            failing = ex.submit(damaged.compute, scheduler="sync")
+            time.sleep(2)  # the five start and wait
+            hold.close()
+            np.testing.assert_array_equal(np.concatenate([f.result() for f in futures]), want)
+            with pytest.raises(ChunkDecodeError, match="c/1/0"):
+                failing.result()
+        assert sorted(reads) == ([20] if coalesce else [4] * 5)
+        assert sorted(decodes) == ([16] if coalesce else [4] * 4)
 
 
 def test_a_process_reading_exits_cleanly(tmp_path):

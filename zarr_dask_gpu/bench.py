@@ -132,6 +132,24 @@ def _dataset(args: argparse.Namespace, name: str) -> Any:
     raise ValueError(f"unknown dataset {name!r}: A, B, C or D")
 
 
+# the coalescing of tasks' reads and nvCOMP calls switched off in turn, then both (the code before it)
+_UNJOINED = (
+    {"coalesce-reads": False},
+    {"coalesce-decodes": False},
+    {"coalesce-reads": False, "coalesce-decodes": False},
+)
+
+
+def _settings(settings: dict[str, Any]) -> Any:
+    import dask
+
+    return dask.config.set({f"zarr_dask_gpu.{k}": v for k, v in settings.items()})
+
+
+def _label(settings: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in settings.items())
+
+
 def _other_staging() -> str:
     """The ``staging`` setting that is not the default, for a row beside the default's."""
     from . import config
@@ -143,8 +161,6 @@ def extra_dataset(
     args: argparse.Namespace, name: str, results: dict[str, float], row: Any, free: Any
 ) -> None:
     """from_zarr_gpu and zarr-python enable_gpu() on dataset ``name``, warm, values checked."""
-    import dask
-
     from . import from_zarr_gpu
 
     a = _dataset(args, name)
@@ -165,10 +181,14 @@ def extra_dataset(
         timed(ours, args.repeat),
         a.nbytes,
     )
-    for key, value in (("host-read-below", 0), ("staging", _other_staging())):  # 0: kvikio preads only
-        with dask.config.set({f"zarr_dask_gpu.{key}": value}):
+    for settings in (  # host-read-below 0: kvikio preads only
+        {"host-read-below": 0},
+        {"staging": _other_staging()},
+        *_UNJOINED,
+    ):
+        with _settings(settings):
             ours()
-            row(f"{name}: same, {key}={value}", timed(ours, args.repeat), a.nbytes)
+            row(f"{name}: same, {_label(settings)}", timed(ours, args.repeat), a.nbytes)
 
     for peer, on_gpu in (("zarr-python enable_gpu()", True), ("zarr-python (CPU) + cupy.asarray", False)):
         try:
@@ -270,6 +290,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
 
     # one task alone: its stages and its device memory, against its block's size
     from .gpu.backend import GpuBackend
+    from .gpu.reader import KvikioReader
     from .metadata import open_array_info
     from .plan import block_pieces
     from .storage import locate
@@ -287,7 +308,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     one_decode()  # warm: kernel compile, stream creation
     for _ in range(2):
         t0 = time.perf_counter()
-        backend._reader.read(locate(info, [p.coords for p in pieces]), align=16)
+        KvikioReader().read(locate(info, [p.coords for p in pieces]), align=16)
         t_read = time.perf_counter() - t0
         t0 = time.perf_counter()
         one_decode()
@@ -297,17 +318,15 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         t_task = time.perf_counter() - t0
         del z
         free()
-    with dask.config.set({"zarr_dask_gpu.staging": _other_staging()}):
+    other = _other_staging()
+    with dask.config.set({"zarr_dask_gpu.staging": other}):
         z = read_region(info, (0,) * x.ndim, stop, "gpu", False)
-    results[f"task_peak_over_block, staging={_other_staging()}"] = pool.total_bytes() / z.nbytes
+    results[f"task_peak_over_block, staging={other}"] = pool.total_bytes() / z.nbytes
     del z
     free()
     z = read_region(info, (0,) * x.ndim, stop, "gpu", False)  # from an empty pool: high-water = peak
     results["task_peak_over_block"] = pool.total_bytes() / z.nbytes
-    print(
-        f"task peak with staging={_other_staging()}: "
-        f"{results[f'task_peak_over_block, staging={_other_staging()}']:.2f}x block"
-    )
+    print(f"task peak with staging={other}: {results[f'task_peak_over_block, staging={other}']:.2f}x block")
     print(
         f"one task ({len(pieces)} chunks, {z.nbytes / 2**20:.0f} MiB): kvikio read {t_read * 1e3:.0f} ms, "
         f"read+check+decode {t_decode * 1e3:.0f} ms, whole task {t_task * 1e3:.0f} ms; peak device memory "
@@ -320,16 +339,17 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     ours()  # warm-up: kernels, codecs, streams
     row(f"from_zarr_gpu().persist(), in-process, {args.threads} threads", timed(ours, args.repeat))
     # the techniques, each switched off in turn (docs/performance.md)
-    for key, value in (
-        ("decode-call-bytes", "128MiB"),
-        ("decode-call-bytes", "64MiB"),
-        ("read-slots", 0),
-        ("read-slots", 8),
-        ("staging", _other_staging()),
+    for settings in (
+        {"decode-call-bytes": "128MiB"},
+        {"decode-call-bytes": "64MiB"},
+        {"read-slots": 0},
+        {"read-slots": 8},
+        {"staging": _other_staging()},
+        *_UNJOINED,
     ):
-        with dask.config.set({f"zarr_dask_gpu.{key}": value}):
+        with _settings(settings):
             ours()
-            row(f"from_zarr_gpu().persist(), {args.threads} threads, {key}={value}", timed(ours, 2))
+            row(f"from_zarr_gpu().persist(), {args.threads} threads, {_label(settings)}", timed(ours, 2))
     # other block sizes: more, smaller tasks than threads (reads of later tasks overlap decodes of
     # earlier ones), fewer and larger nvCOMP calls (on A, 1 GiB blocks beat 256 MiB: 17.0 vs 15.8
     # GB/s; 2 and 4 GiB ask whether one call of all 512 chunks nears the decode ceiling end to end),
@@ -344,8 +364,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         ("128MiB", 2 * args.threads, "64MiB"),
         ("1GiB", args.threads, "256MiB"),
     ):
-        blocks = {"block-size": block, "gpu-min-blocks": 1, "decode-call-bytes": calls}
-        with dask.config.set({f"zarr_dask_gpu.{k}": v for k, v in blocks.items()}):
+        with _settings({"block-size": block, "gpu-min-blocks": 1, "decode-call-bytes": calls}):
             ours_other = persisting(from_zarr_gpu(args.path, device="gpu"), threads, free)
             ours_other()
             row(

@@ -3,14 +3,17 @@
 import atexit
 import contextlib
 import functools
+import itertools
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import cupy as cp
 import numpy as np
 
 from .. import config
 from ..backends import PLACED, Slot
+from ..coalesce import Coalescer
 from ..codecs import headers
 from ..codecs.logical import logical_chunk
 from ..errors import ChunkDecodeError
@@ -26,12 +29,15 @@ from .sync import wait
 _ALIGN = 16  # nvCOMP wants aligned inputs (Gzip/Deflate: 4 bytes); 16 covers every algorithm
 _OUT_ALIGN = 256
 _lock = threading.Lock()
+_reader = KvikioReader()
 # per thread and device: a CUDA stream. Kept in one registry, not thread-locals, so that they are
 # released at exit while CUDA is still up.
 _streams: dict[tuple[int, int], cp.cuda.Stream] = {}
 # per task thread: the staging buffers its stream reads, kept until the task's wait (cupy's pool of
 # pinned host memory, unlike its device pool, is not stream-ordered)
 _held = threading.local()
+_coalescers: dict[tuple[str, int], Coalescer] = {}  # per kind and device
+_joining: dict[int, list[cp.cuda.Stream]] = {}  # per device: idle streams for joined nvCOMP calls
 
 
 @atexit.register
@@ -40,6 +46,7 @@ def _release() -> None:
         for dev in {d for _, d in _streams}:  # every device used
             cp.cuda.Device(dev).synchronize()
         _streams.clear()
+        _joining.clear()
 
 
 class GpuBackend:
@@ -54,7 +61,6 @@ class GpuBackend:
 
     def __init__(self) -> None:
         setup.configure()
-        self._reader = KvikioReader()
 
     @staticmethod
     def _stream() -> cp.cuda.Stream:
@@ -90,24 +96,26 @@ class GpuBackend:
         """``decode`` of several blocks (of one array or several) at once: the local chunks of all
         are read in one batch of preads, and their chunks of one compression checked and decoded in
         one nvCOMP batch (``load_state_dict`` reads many tensors in one task so)."""
-        parts = [_Part(info, pieces, out) for info, pieces, out in blocks]
-        together: dict[int, list[_Part]] = {}  # header bytes to skip: local parts read in one batch
-        for part in parts:
-            if part.chain is None:  # a chain the GPU cannot decode: zarr-python on the host, then copy
-                part.chunks = _on_host(part.info, part.pieces, part.ranges)
-            elif part.info.remote:
-                part.staged = self._read_remote(part)
-            else:
-                together.setdefault(part.skip, []).append(part)
-        for skip, group in together.items():
-            with _read_slot():
-                staged = self._reader.read([r for p in group for r in p.ranges], skip=skip, align=_ALIGN)
-            getattr(_held, "buffers", []).append(staged.buffer)
-            at = 0
-            for p in group:
-                n = len(p.ranges)
-                p.staged = Staged(staged.buffer, staged.offsets[at : at + n], staged.sizes[at : at + n])
-                at += n
+        with _member("decodes"):
+            parts = [_Part(info, pieces, out) for info, pieces, out in blocks]
+            together: dict[int, list[_Part]] = {}  # header bytes to skip: local parts read in one batch
+            for part in parts:
+                if part.chain is not None and not part.info.remote:
+                    together.setdefault(part.skip, []).append(part)
+            with _member("reads"):
+                for skip, group in together.items():
+                    staged = _joined("reads", skip, group)
+                    getattr(_held, "buffers", []).append(staged.buffer)
+                    for p, own in zip(group, _split(staged, [len(p.ranges) for p in group]), strict=True):
+                        p.staged = own
+            for part in parts:
+                if part.chain is None:  # a chain the GPU cannot decode: zarr-python on the host, then copy
+                    part.chunks = _on_host(part.info, part.pieces, part.ranges)
+                elif part.info.remote:
+                    part.staged = self._read_remote(part)
+            return self._decode_parts(parts)
+
+    def _decode_parts(self, parts: list["_Part"]) -> list[list[cp.ndarray | Slot | None]]:
         merged: dict[tuple[str, int], list[_Part]] = {}  # one nvCOMP batch per compression and buffer
         for part in parts:
             if part.staged is not None and self._prepare(part):
@@ -233,17 +241,81 @@ class GpuBackend:
     ) -> list[tuple[int, str]]:
         """Batched nvCOMP decodes, item ``i`` into ``outs[which[i]]``, in calls of at most
         ``decode-call-bytes`` decoded bytes, each waited for (the GIL released); the items nvCOMP
-        failed or decoded to a size other than ``out_sizes`` says, as (index, reason)."""
+        failed or decoded to a size other than ``out_sizes`` says, as (index, reason). With
+        ``coalesce-decodes`` the calls join those of the device's other tasks decoding at once."""
         stream = self._stream()
         bases = np.array([o.data.ptr for o in outs], dtype=np.uint64)
-        src = np.uint64(buffer.data.ptr) + offsets.astype(np.uint64)
-        dst = bases[which] + out_offsets.astype(np.uint64)
-        bad: list[tuple[int, str]] = []
-        for part in decode_calls(out_sizes, config.get("decode-call-bytes")):
-            done = decompress.launch(compression, src[part], sizes[part], dst[part], out_sizes[part], stream)
-            wait(stream)
-            bad += [(int(part[j]), why) for j, why in done.failures()]
-        return bad
+        ready = cp.cuda.Event(disable_timing=True)
+        ready.record(stream)
+        batch = decompress.Batch(
+            src=np.uint64(buffer.data.ptr) + offsets.astype(np.uint64),
+            src_sizes=sizes,
+            dst=bases[which] + out_offsets.astype(np.uint64),
+            dst_sizes=out_sizes,
+            calls=decode_calls(out_sizes, config.get("decode-call-bytes")),
+            ready=ready,
+        )
+        return _joined("decodes", compression, batch)
+
+
+def _decode_joined(compression: str, batches: Sequence[decompress.Batch]) -> list[list[tuple[int, str]]]:
+    """A joined call on an idle stream of the device's few: cupy's pool keeps freed memory per stream,
+    so nvCOMP's scratch for many tasks, made on whichever task's stream led, would be kept once per
+    task thread."""
+    dev = cp.cuda.Device().id
+    with _lock:
+        idle = _joining.setdefault(dev, [])
+        stream = idle.pop() if idle else cp.cuda.Stream(non_blocking=True)
+    try:
+        return decompress.decode_joined(compression, batches, stream)
+    finally:
+        with _lock:
+            _joining[dev].append(stream)
+
+
+def _read_joined(skip: int, groups: Sequence[list["_Part"]]) -> list[Staged]:
+    """The local chunks of several tasks' groups of blocks in one batch of preads (``skip`` header
+    bytes before each payload), one ``Staged`` per group over the one buffer."""
+    with _read_slot():
+        staged = _reader.read([r for g in groups for p in g for r in p.ranges], skip=skip, align=_ALIGN)
+    return _split(staged, [sum(len(p.ranges) for p in g) for g in groups])
+
+
+def _split(staged: Staged, counts: Sequence[int]) -> list[Staged]:
+    """``staged`` as consecutive runs of ``counts`` ranges over its one buffer."""
+    at = np.cumsum([0, *counts])
+    return [Staged(staged.buffer, staged.offsets[a:b], staged.sizes[a:b]) for a, b in itertools.pairwise(at)]
+
+
+_RUNS: dict[str, Callable[[Any, Sequence[Any]], list[Any]]] = {
+    "reads": _read_joined,
+    "decodes": _decode_joined,
+}
+
+
+def _member(kind: str) -> contextlib.AbstractContextManager:
+    """A task's membership of the device's ``kind`` coalescer, while ``coalesce-<kind>`` is on."""
+    return _coalescer(kind).member() if config.get(f"coalesce-{kind}") else contextlib.nullcontext()
+
+
+def _joined(kind: str, key: Any, item: Any) -> Any:
+    """``item``'s result from a call joined with the device's other tasks' items (``coalesce-<kind>``),
+    or from a call of its own: when the setting is off, or when the joined call raised (a file that
+    cannot be read, scratch too large for many tasks), so that each task gets its own outcome."""
+    if config.get(f"coalesce-{kind}"):
+        with contextlib.suppress(Exception):
+            return _coalescer(kind).submit(key, item)
+    return _RUNS[kind](key, [item])[0]
+
+
+def _coalescer(kind: str) -> Coalescer:
+    """This device's coalescer of ``kind`` ("reads" or "decodes")."""
+    key = (kind, cp.cuda.Device().id)
+    with _lock:
+        if key not in _coalescers:
+            # joined reads take read slots too: tasks arriving while they run join the next
+            _coalescers[key] = Coalescer(_RUNS[kind], _read_slots if kind == "reads" else lambda: 0)
+        return _coalescers[key]
 
 
 _slots: dict[int, threading.BoundedSemaphore] = {}
@@ -253,11 +325,15 @@ def _read_slot() -> contextlib.AbstractContextManager:
     """One of ``read-slots`` places for a task's reads (0: no limit). Fewer tasks reading at once
     finish their reads sooner and decode while the others read, rather than all reading, then all
     decoding."""
-    n = int(config.get("read-slots"))
+    n = _read_slots()
     if n <= 0:
         return contextlib.nullcontext()
     with _lock:
         return _slots.setdefault(n, threading.BoundedSemaphore(n))
+
+
+def _read_slots() -> int:
+    return int(config.get("read-slots"))
 
 
 def _aligned(buffer: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> tuple[cp.ndarray, np.ndarray]:

@@ -10,10 +10,13 @@ back for the caller to check. One call of A's 512 chunks decodes alike either wa
 
 import ctypes
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import cupy as cp
 import numpy as np
+
+from .sync import wait
 
 _NAMES = {"zstd": "Zstd", "gzip": "Gzip", "zlib": "Deflate", "lz4": "LZ4"}
 _STATUS = {  # nvcompStatus_t (nvcomp/shared_types.h)
@@ -104,7 +107,8 @@ def launch(
     dst_sizes = np.asarray(dst_sizes, dtype=np.uint64)
     done = Decode(n, dst_sizes)
     query, run = _api(compression)
-    tables = cp.asarray(np.concatenate([src, src_sizes, dst, dst_sizes]).astype(np.uint64))  # one copy
+    columns = (src, src_sizes, dst, dst_sizes)  # as uint64: int64 beside uint64 would go through float64
+    tables = cp.asarray(np.concatenate([np.asarray(c, dtype=np.uint64) for c in columns]))  # one copy
     ptr = tables.data.ptr
     src_p, src_n, dst_p, dst_n = (ptr + k * n * 8 for k in range(4))
     got, statuses = done.report.data.ptr, done.report.data.ptr + n * 8
@@ -122,3 +126,45 @@ def launch(
         done.failed_to_start = [(i, f"nvCOMP did not start the decode (status {s})") for i in range(n)]
     done.held = (tables, temp)
     return done
+
+
+@dataclass
+class Batch:
+    """One task's items for ``decode_joined``: item ``i`` decodes ``src_sizes[i]`` bytes at device address
+    ``src[i]`` into ``dst_sizes[i]`` bytes at ``dst[i]``; ``calls`` splits the items into consecutive
+    calls (``decode-call-bytes``), and the inputs are ready once ``ready`` has passed on its stream."""
+
+    src: np.ndarray
+    src_sizes: np.ndarray
+    dst: np.ndarray
+    dst_sizes: np.ndarray
+    calls: list[np.ndarray]
+    ready: cp.cuda.Event
+
+
+def decode_joined(
+    compression: str, batches: Sequence[Batch], stream: cp.cuda.Stream
+) -> list[list[tuple[int, str]]]:
+    """Decode several tasks' batches together on ``stream``: call ``k`` holds every batch's ``k``-th
+    call, each call is waited for (the GIL released), and each batch gets its failures as (index into
+    the batch, reason)."""
+    for b in batches:
+        stream.wait_event(b.ready)
+    bad: list[list[tuple[int, str]]] = [[] for _ in batches]
+    with stream:
+        for k in range(max(len(b.calls) for b in batches)):
+            parts = [(i, b.calls[k]) for i, b in enumerate(batches) if k < len(b.calls)]
+
+            def joined(field: str, parts: list = parts) -> np.ndarray:
+                return np.concatenate([getattr(batches[i], field)[p] for i, p in parts])
+
+            done = launch(
+                compression, joined("src"), joined("src_sizes"), joined("dst"), joined("dst_sizes"), stream
+            )
+            wait(stream)
+            starts = np.cumsum([0] + [len(p) for _, p in parts])
+            for j, why in done.failures():
+                at = int(np.searchsorted(starts, j, side="right")) - 1
+                i, p = parts[at]
+                bad[i].append((int(p[j - starts[at]]), why))
+    return bad

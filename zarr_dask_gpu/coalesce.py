@@ -1,0 +1,100 @@
+"""Joining the work that a process's concurrent tasks submit into fewer, larger calls."""
+
+import contextlib
+import threading
+from collections.abc import Callable, Hashable, Iterator, Sequence
+
+
+class _Entry[T, R]:
+    """One submitted item, and what its call gave back for it."""
+
+    def __init__(self, item: T) -> None:
+        self.item = item
+        self.taken = False  # a thread has taken it into a call
+        self.done = False
+        self.result: R | None = None
+        self.error: BaseException | None = None
+
+
+class Coalescer[T, R]:
+    """Runs the items that tasks submit while other tasks are still on their way in one call per key.
+
+    A task enters ``member`` before the work that leads to its submissions (its reads) and leaves it
+    after its last one. A submitted item waits until no member is on its way, that is, every member
+    waits in ``submit`` or has left; then one of the waiting threads runs all pending items of its key
+    in one call of ``run(key, items)`` (which returns one result per item), and each submitter gets its
+    own result, or the call's exception. A thread counts as on its way again once its ``submit``
+    returns, so a task may submit several times. With ``at_once`` giving n > 0, at most n calls run at
+    once, and items submitted meanwhile wait to go together in the next: tasks that start one after
+    another (a thread pool hands them out a fraction of a millisecond apart) join while earlier
+    calls run.
+
+    nvCOMP decodes a chunk per thread block: a call with a wave's worth of chunks takes about as long
+    as a call of one task's, and one call of many tasks' chunks ends sooner than as many concurrent
+    calls (docs/performance.md).
+    """
+
+    def __init__(
+        self, run: Callable[[Hashable, Sequence[T]], Sequence[R]], at_once: Callable[[], int] = lambda: 0
+    ) -> None:
+        self._run = run
+        self._at_once = at_once
+        self._cv = threading.Condition()
+        self._on_way = 0  # members neither waiting in submit nor gone
+        self._running = 0  # calls in flight
+        self._pending: dict[Hashable, list[_Entry[T, R]]] = {}
+
+    @contextlib.contextmanager
+    def member(self) -> Iterator[None]:
+        """The scope of a task whose items the others' calls should wait for; ``submit`` inside it."""
+        with self._cv:
+            self._on_way += 1
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._on_way -= 1
+                self._cv.notify_all()
+
+    def submit(self, key: Hashable, item: T) -> R:
+        """``item``'s result from a call of ``run`` with every item of ``key`` pending when no member is
+        on its way; called inside ``member``."""
+        entry: _Entry[T, R] = _Entry(item)
+        with self._cv:
+            self._pending.setdefault(key, []).append(entry)
+            self._on_way -= 1
+            self._cv.notify_all()
+            while not entry.taken and (self._on_way > 0 or 0 < self._at_once() <= self._running):
+                self._cv.wait()
+            batch = None if entry.taken else self._pending.pop(key)
+            for e in batch or ():
+                e.taken = True
+            self._running += batch is not None
+        try:
+            if batch is not None:
+                self._lead(key, batch)
+            with self._cv:
+                while not entry.done:
+                    self._cv.wait()
+        finally:
+            with self._cv:
+                self._on_way += 1
+        if entry.error is not None:
+            raise entry.error
+        return entry.result  # type: ignore[return-value]
+
+    def _lead(self, key: Hashable, batch: list[_Entry[T, R]]) -> None:
+        """Run ``batch`` in one call, outside the lock, and hand each entry its result."""
+        try:
+            results = list(self._run(key, [e.item for e in batch]))
+            if len(results) != len(batch):
+                raise RuntimeError(f"a joined call gave {len(results)} results for {len(batch)} items")
+        except BaseException as err:  # every submitter of the call raises it
+            results, failed = [None] * len(batch), err
+        else:
+            failed = None
+        with self._cv:
+            for e, r in zip(batch, results, strict=True):
+                e.result, e.error, e.done = r, failed, True
+            self._running -= 1
+            self._cv.notify_all()
