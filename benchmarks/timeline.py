@@ -125,14 +125,8 @@ def main() -> None:
         "no nvCOMP decode": lambda: _patch(backend.GpuBackend, "_nvcomp", lambda *a, **k: []),
         "polling every 0.2 ms instead of an event": lambda: _patch(backend, "wait", _poll),
         "read-slots=0 (all tasks read at once)": lambda: dask.config.set({"zarr_dask_gpu.read-slots": 0}),
-        "coalesce-reads=False (reads per task)": lambda: dask.config.set(
-            {"zarr_dask_gpu.coalesce-reads": False}
-        ),
         "coalesce-decodes=False (a call per task)": lambda: dask.config.set(
             {"zarr_dask_gpu.coalesce-decodes": False}
-        ),
-        "neither coalesced": lambda: dask.config.set(
-            {"zarr_dask_gpu.coalesce-reads": False, "zarr_dask_gpu.coalesce-decodes": False}
         ),
         "kvikio device preads (host-read-below=0)": lambda: dask.config.set(
             {"zarr_dask_gpu.host-read-below": 0}

@@ -5,7 +5,8 @@
 # (writes dataset B), timelines (of the datasets in TIMELINES, default "B C D", written by bench or
 # bdata), cprobe (nvCOMP's C API: scratch and decode times), lz4probe (nvCOMP's LZ4 on damaged
 # blocks), checkprobe (the lz4 structure check's kernels on D), readprobe (B's small reads against
-# threads and waits), hostprobe (decoding from pinned host memory), scratch (a task's peak memory), remote (loopback HTTP), scaling (multi-GPU)
+# threads and waits), hostprobe (decoding from pinned host memory), largereads (A's reads: one call
+# against tasks' calls, kvikio threads and task size), scratch (a task's peak memory), remote (loopback HTTP), scaling (multi-GPU)
 # and dl (the state-dict benchmark; needs safetensors). Logs and JSON go to $OUT (default /tmp/out).
 # STEPS picks the steps (default: tests bench timeline scratch); each has its own timeout: choose
 # steps that fit one device call (10 minutes).
@@ -39,6 +40,7 @@ step lz4probe 120 python3 benchmarks/probe_lz4_damage.py
 step checkprobe 120 python3 benchmarks/probe_check.py
 step readprobe 120 python3 benchmarks/probe_small_reads.py
 step hostprobe 120 python3 benchmarks/probe_host_input.py
+step largereads 120 python3 benchmarks/probe_large_reads.py
 step scratch 60 python3 benchmarks/timeline.py --scratch
 step remote "${REMOTE_TIMEOUT:-200}" python3 benchmarks/remote_bench.py
 step scaling "${SCALING_TIMEOUT:-500}" python3 benchmarks/scaling.py --sizes-gib 4 16 --json "$OUT/scaling.json"

@@ -95,7 +95,7 @@ def test_concurrent_tasks_of_several_codecs_read_correctly(
     tmp_path, call_bytes, read_slots, staging, host_below, coalesce
 ):
     """Tasks of arrays with different codecs (raw and blosc among them) and chunk sizes run at once,
-    each on its own stream, with their reads and nvCOMP calls joined or each task's own, a task's batch in one
+    each on its own stream, with their nvCOMP calls joined or each task's own, a task's batch in one
     call or split into calls of about one chunk, with all tasks or two at a time reading, and with
     the compressed chunks staged in device memory or in pinned host memory (POSIX or kvikio reads)
     the kernels read over the bus, held until each task's stream is done; every block must still be
@@ -129,7 +129,6 @@ def test_concurrent_tasks_of_several_codecs_read_correctly(
         "read-slots": read_slots,
         "staging": staging,
         "host-read-below": host_below,
-        "coalesce-reads": coalesce,
         "coalesce-decodes": coalesce,
     }
     with dask.config.set({f"zarr_dask_gpu.{k}": v for k, v in settings.items()}):
@@ -142,11 +141,10 @@ def test_concurrent_tasks_of_several_codecs_read_correctly(
             list(ex.map(read, list(arrays) * 4))
 
 
-def test_tasks_starting_at_once_share_one_read_and_one_nvcomp_call(tmp_path, monkeypatch):
-    """With ``coalesce-reads`` and ``coalesce-decodes`` five tasks starting at once read their chunks
-    in one batch of preads and the four good ones decode their 16 chunks in one nvCOMP call, each
-    task still getting its own values; the fifth, with a damaged chunk, raises its own error naming
-    the key. With the settings off each task reads and decodes on its own."""
+def test_tasks_decoding_at_once_share_one_nvcomp_call(tmp_path, monkeypatch):
+    """With ``coalesce-decodes`` four tasks decoding at once make one nvCOMP call of their 16 chunks,
+    each task still getting its own values; a fifth, with a damaged chunk, raises its own error
+    naming the key without holding them up. With the setting off each task makes its own call."""
     import contextlib
     import time
     from concurrent.futures import ThreadPoolExecutor
@@ -155,7 +153,6 @@ def test_tasks_starting_at_once_share_one_read_and_one_nvcomp_call(tmp_path, mon
 
     from zarr_dask_gpu.errors import ChunkDecodeError
     from zarr_dask_gpu.gpu import backend, decompress
-    from zarr_dask_gpu.gpu.reader import KvikioReader
 
     for name in ("a", "b"):
         z = zarr.create_array(tmp_path / f"{name}.zarr", shape=(64, 4096), chunks=(4, 4096), dtype="f4")
@@ -166,37 +163,27 @@ def test_tasks_starting_at_once_share_one_read_and_one_nvcomp_call(tmp_path, mon
     x = from_zarr_gpu(tmp_path / "a.zarr", chunks=(16, 4096), device="gpu")  # 4 blocks of 4 chunks
     damaged = from_zarr_gpu(tmp_path / "b.zarr", chunks=(16, 4096), device="gpu").blocks[0]
     x.blocks[0].compute(scheduler="sync")  # kernels compiled before the timed wait below
-    reads: list[int] = []
-    decodes: list[int] = []
-    read, launch = KvikioReader.read, decompress.launch
+    calls: list[int] = []
+    launch = decompress.launch
 
-    def counted_read(self, ranges, *args, **kwargs):  # the real reads, counted
-        reads.append(len(ranges))
-        return read(self, ranges, *args, **kwargs)
-
-    def counted_launch(compression, src, *args):  # the real nvCOMP call, counted
-        decodes.append(len(src))
+    def counted(compression, src, *args):  # the real nvCOMP call, counted
+        calls.append(len(src))
         return launch(compression, src, *args)
 
-    monkeypatch.setattr(KvikioReader, "read", counted_read)
-    monkeypatch.setattr(decompress, "launch", counted_launch)
+    monkeypatch.setattr(decompress, "launch", counted)
     for coalesce in (True, False):
-        reads.clear()
-        decodes.clear()
-        settings = {"zarr_dask_gpu.coalesce-reads": coalesce, "zarr_dask_gpu.coalesce-decodes": coalesce}
-        with dask.config.set(settings), ThreadPoolExecutor(5) as ex, contextlib.ExitStack() as hold:
-            if coalesce:  # a task on its way: the joined calls wait for it
-                hold.enter_context(backend._coalescer("reads").member())
-                hold.enter_context(backend._coalescer("decodes").member())
-            futures = [ex.submit(lambda i: host(x.blocks[i].compute(scheduler="sync")), i) for i in range(4)]
-            failing = ex.submit(damaged.compute, scheduler="sync")
-            time.sleep(2)  # the five start and wait
-            hold.close()
+        calls.clear()
+        with dask.config.set({"zarr_dask_gpu.coalesce-decodes": coalesce}), ThreadPoolExecutor(5) as ex:
+            hold = backend._coalescer().member() if coalesce else contextlib.nullcontext()
+            with hold:  # a task on its way: the joined call waits for it
+                futures = [
+                    ex.submit(lambda i: host(x.blocks[i].compute(scheduler="sync")), i) for i in range(4)
+                ]
+                with pytest.raises(ChunkDecodeError, match="c/1/0"):
+                    ex.submit(damaged.compute, scheduler="sync").result()
+                time.sleep(2)  # the four read, check and wait
             np.testing.assert_array_equal(np.concatenate([f.result() for f in futures]), want)
-            with pytest.raises(ChunkDecodeError, match="c/1/0"):
-                failing.result()
-        assert sorted(reads) == ([20] if coalesce else [4] * 5)
-        assert sorted(decodes) == ([16] if coalesce else [4] * 4)
+        assert sorted(calls) == ([16] if coalesce else [4, 4, 4, 4])
 
 
 def test_a_process_reading_exits_cleanly(tmp_path):

@@ -24,24 +24,17 @@ class Coalescer[T, R]:
     waits in ``submit`` or has left; then one of the waiting threads runs all pending items of its key
     in one call of ``run(key, items)`` (which returns one result per item), and each submitter gets its
     own result, or the call's exception. A thread counts as on its way again once its ``submit``
-    returns, so a task may submit several times. With ``at_once`` giving n > 0, at most n calls run at
-    once, and items submitted meanwhile wait to go together in the next: tasks that start one after
-    another (a thread pool hands them out a fraction of a millisecond apart) join while earlier
-    calls run.
+    returns, so a task may submit several times.
 
     nvCOMP decodes a chunk per thread block: a call with a wave's worth of chunks takes about as long
     as a call of one task's, and one call of many tasks' chunks ends sooner than as many concurrent
     calls (docs/performance.md).
     """
 
-    def __init__(
-        self, run: Callable[[Hashable, Sequence[T]], Sequence[R]], at_once: Callable[[], int] = lambda: 0
-    ) -> None:
+    def __init__(self, run: Callable[[Hashable, Sequence[T]], Sequence[R]]) -> None:
         self._run = run
-        self._at_once = at_once
         self._cv = threading.Condition()
         self._on_way = 0  # members neither waiting in submit nor gone
-        self._running = 0  # calls in flight
         self._pending: dict[Hashable, list[_Entry[T, R]]] = {}
 
     @contextlib.contextmanager
@@ -64,12 +57,11 @@ class Coalescer[T, R]:
             self._pending.setdefault(key, []).append(entry)
             self._on_way -= 1
             self._cv.notify_all()
-            while not entry.taken and (self._on_way > 0 or 0 < self._at_once() <= self._running):
+            while not entry.taken and self._on_way > 0:
                 self._cv.wait()
             batch = None if entry.taken else self._pending.pop(key)
             for e in batch or ():
                 e.taken = True
-            self._running += batch is not None
         try:
             if batch is not None:
                 self._lead(key, batch)
@@ -96,5 +88,4 @@ class Coalescer[T, R]:
         with self._cv:
             for e, r in zip(batch, results, strict=True):
                 e.result, e.error, e.done = r, failed, True
-            self._running -= 1
             self._cv.notify_all()

@@ -29,16 +29,12 @@ DEFAULTS: dict[str, Any] = {
     # where a GPU task's compressed chunks are staged for the kernels: "device" memory, or pinned
     # "host" memory the kernels read over the bus (a task's device memory is then block + scratch)
     "staging": "device",
-    # the local reads of a device's tasks are joined into batches of preads queued from one thread
-    # (tasks arriving while read-slots joined reads run go in the next): kvikio reads dataset A's 512
-    # files in one call faster than 16 tasks' calls
-    "coalesce-reads": True,
     # the nvCOMP calls of a device's tasks decoding at once are joined into one call, made once every
     # task then decoding has read and checked its chunks: nvCOMP decodes a chunk per thread block, so
     # one call of many tasks' chunks ends sooner than as many concurrent calls
     "coalesce-decodes": True,
     # tasks of a process reading at once on the GPU path (0: all): fewer finish their reads sooner
-    # and decode while the others read; with coalesce-reads, joined reads at once
+    # and decode while the others read
     "read-slots": 4,
     # how the GPU path reads remote chunks: "auto" (kvikio.RemoteFile for HTTP(S) and S3 where this
     # kvikio has remote support, else fsspec), "kvikio" or "fsspec" (host requests, one copy)

@@ -3,10 +3,8 @@
 import atexit
 import contextlib
 import functools
-import itertools
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
 
 import cupy as cp
 import numpy as np
@@ -29,14 +27,13 @@ from .sync import wait
 _ALIGN = 16  # nvCOMP wants aligned inputs (Gzip/Deflate: 4 bytes); 16 covers every algorithm
 _OUT_ALIGN = 256
 _lock = threading.Lock()
-_reader = KvikioReader()
 # per thread and device: a CUDA stream. Kept in one registry, not thread-locals, so that they are
 # released at exit while CUDA is still up.
 _streams: dict[tuple[int, int], cp.cuda.Stream] = {}
 # per task thread: the staging buffers its stream reads, kept until the task's wait (cupy's pool of
 # pinned host memory, unlike its device pool, is not stream-ordered)
 _held = threading.local()
-_coalescers: dict[tuple[str, int], Coalescer] = {}  # per kind and device
+_coalescers: dict[int, Coalescer] = {}  # per device
 _joining: dict[int, list[cp.cuda.Stream]] = {}  # per device: idle streams for joined nvCOMP calls
 
 
@@ -61,6 +58,7 @@ class GpuBackend:
 
     def __init__(self) -> None:
         setup.configure()
+        self._reader = KvikioReader()
 
     @staticmethod
     def _stream() -> cp.cuda.Stream:
@@ -96,23 +94,25 @@ class GpuBackend:
         """``decode`` of several blocks (of one array or several) at once: the local chunks of all
         are read in one batch of preads, and their chunks of one compression checked and decoded in
         one nvCOMP batch (``load_state_dict`` reads many tensors in one task so)."""
-        with _member("decodes"):
+        with _coalescer().member() if _coalescing() else contextlib.nullcontext():
             parts = [_Part(info, pieces, out) for info, pieces, out in blocks]
             together: dict[int, list[_Part]] = {}  # header bytes to skip: local parts read in one batch
-            for part in parts:
-                if part.chain is not None and not part.info.remote:
-                    together.setdefault(part.skip, []).append(part)
-            with _member("reads"):
-                for skip, group in together.items():
-                    staged = _joined("reads", skip, group)
-                    getattr(_held, "buffers", []).append(staged.buffer)
-                    for p, own in zip(group, _split(staged, [len(p.ranges) for p in group]), strict=True):
-                        p.staged = own
             for part in parts:
                 if part.chain is None:  # a chain the GPU cannot decode: zarr-python on the host, then copy
                     part.chunks = _on_host(part.info, part.pieces, part.ranges)
                 elif part.info.remote:
                     part.staged = self._read_remote(part)
+                else:
+                    together.setdefault(part.skip, []).append(part)
+            for skip, group in together.items():
+                with _read_slot():
+                    staged = self._reader.read([r for p in group for r in p.ranges], skip=skip, align=_ALIGN)
+                getattr(_held, "buffers", []).append(staged.buffer)
+                at = 0
+                for p in group:
+                    n = len(p.ranges)
+                    p.staged = Staged(staged.buffer, staged.offsets[at : at + n], staged.sizes[at : at + n])
+                    at += n
             return self._decode_parts(parts)
 
     def _decode_parts(self, parts: list["_Part"]) -> list[list[cp.ndarray | Slot | None]]:
@@ -255,7 +255,12 @@ class GpuBackend:
             calls=decode_calls(out_sizes, config.get("decode-call-bytes")),
             ready=ready,
         )
-        return _joined("decodes", compression, batch)
+        if _coalescing():
+            # a joined call that raised (scratch too large for many tasks' chunks) is retried alone,
+            # so that each task gets its own outcome
+            with contextlib.suppress(Exception):
+                return _coalescer().submit(compression, batch)
+        return _decode_joined(compression, [batch])[0]
 
 
 def _decode_joined(compression: str, batches: Sequence[decompress.Batch]) -> list[list[tuple[int, str]]]:
@@ -273,49 +278,17 @@ def _decode_joined(compression: str, batches: Sequence[decompress.Batch]) -> lis
             _joining[dev].append(stream)
 
 
-def _read_joined(skip: int, groups: Sequence[list["_Part"]]) -> list[Staged]:
-    """The local chunks of several tasks' groups of blocks in one batch of preads (``skip`` header
-    bytes before each payload), one ``Staged`` per group over the one buffer."""
-    with _read_slot():
-        staged = _reader.read([r for g in groups for p in g for r in p.ranges], skip=skip, align=_ALIGN)
-    return _split(staged, [sum(len(p.ranges) for p in g) for g in groups])
+def _coalescing() -> bool:
+    return bool(config.get("coalesce-decodes"))
 
 
-def _split(staged: Staged, counts: Sequence[int]) -> list[Staged]:
-    """``staged`` as consecutive runs of ``counts`` ranges over its one buffer."""
-    at = np.cumsum([0, *counts])
-    return [Staged(staged.buffer, staged.offsets[a:b], staged.sizes[a:b]) for a, b in itertools.pairwise(at)]
-
-
-_RUNS: dict[str, Callable[[Any, Sequence[Any]], list[Any]]] = {
-    "reads": _read_joined,
-    "decodes": _decode_joined,
-}
-
-
-def _member(kind: str) -> contextlib.AbstractContextManager:
-    """A task's membership of the device's ``kind`` coalescer, while ``coalesce-<kind>`` is on."""
-    return _coalescer(kind).member() if config.get(f"coalesce-{kind}") else contextlib.nullcontext()
-
-
-def _joined(kind: str, key: Any, item: Any) -> Any:
-    """``item``'s result from a call joined with the device's other tasks' items (``coalesce-<kind>``),
-    or from a call of its own: when the setting is off, or when the joined call raised (a file that
-    cannot be read, scratch too large for many tasks), so that each task gets its own outcome."""
-    if config.get(f"coalesce-{kind}"):
-        with contextlib.suppress(Exception):
-            return _coalescer(kind).submit(key, item)
-    return _RUNS[kind](key, [item])[0]
-
-
-def _coalescer(kind: str) -> Coalescer:
-    """This device's coalescer of ``kind`` ("reads" or "decodes")."""
-    key = (kind, cp.cuda.Device().id)
+def _coalescer() -> Coalescer:
+    """This device's coalescer: the nvCOMP calls of its tasks decoding at once, joined."""
+    dev = cp.cuda.Device().id
     with _lock:
-        if key not in _coalescers:
-            # joined reads take read slots too: tasks arriving while they run join the next
-            _coalescers[key] = Coalescer(_RUNS[kind], _read_slots if kind == "reads" else lambda: 0)
-        return _coalescers[key]
+        if dev not in _coalescers:
+            _coalescers[dev] = Coalescer(_decode_joined)
+        return _coalescers[dev]
 
 
 _slots: dict[int, threading.BoundedSemaphore] = {}
@@ -325,15 +298,11 @@ def _read_slot() -> contextlib.AbstractContextManager:
     """One of ``read-slots`` places for a task's reads (0: no limit). Fewer tasks reading at once
     finish their reads sooner and decode while the others read, rather than all reading, then all
     decoding."""
-    n = _read_slots()
+    n = int(config.get("read-slots"))
     if n <= 0:
         return contextlib.nullcontext()
     with _lock:
         return _slots.setdefault(n, threading.BoundedSemaphore(n))
-
-
-def _read_slots() -> int:
-    return int(config.get("read-slots"))
 
 
 def _aligned(buffer: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> tuple[cp.ndarray, np.ndarray]:
