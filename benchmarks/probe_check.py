@@ -11,11 +11,11 @@ Run on the GPU host after `zarr-dask-gpu bench --datasets D` wrote dataset D:
 """
 
 import argparse
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import cupy as cp
 import numpy as np
+from gpu_timing import median_seconds
 
 from zarr_dask_gpu.codecs import headers
 from zarr_dask_gpu.gpu import blosc, decompress, validate
@@ -76,18 +76,6 @@ def on_own_stream(fn, batch: tuple) -> None:  # type: ignore[no-untyped-def]
         s.synchronize()
 
 
-def timed(fn, *a, repeat: int = 5) -> float:  # type: ignore[no-untyped-def]
-    fn(*a)
-    ts = []
-    for _ in range(repeat):
-        cp.cuda.Device().synchronize()
-        t0 = time.perf_counter()
-        fn(*a)
-        cp.cuda.Device().synchronize()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
-
-
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--path", default="/tmp/bench-a.zarr-D")
@@ -119,9 +107,9 @@ def main() -> None:
     assert all(np.array_equal(f, first) for f in flagged.values()), {k: len(v) for k, v in flagged.items()}
     print(f"64 damaged streams: each kernel flags the same {len(first)}", flush=True)
     for name, fn in kernels.items():
-        alone = timed(fn, *batches[0])
+        alone = median_seconds(fn, *batches[0])
         with ThreadPoolExecutor(16) as ex:
-            together = timed(lambda fn=fn: list(ex.map(lambda b: on_own_stream(fn, b), batches)))
+            together = median_seconds(lambda fn=fn: list(ex.map(lambda b: on_own_stream(fn, b), batches)))
         print(
             f"{name:40s} one task {alone * 1e3:7.2f} ms | 16 tasks on 16 threads {together * 1e3:7.2f} ms",
             flush=True,
@@ -136,7 +124,10 @@ def main() -> None:
         stream.synchronize()
         assert not done.failures()
 
-    print(f"{'nvCOMP lz4 decode of the same streams':40s} one task {timed(decode) * 1e3:7.2f} ms", flush=True)
+    print(
+        f"{'nvCOMP lz4 decode of the same streams':40s} one task {median_seconds(decode) * 1e3:7.2f} ms",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ Run on the GPU host after `zarr-dask-gpu bench` wrote dataset A:
 import argparse
 import os
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import cupy as cp
@@ -22,22 +21,13 @@ import cupyx
 import kvikio
 import kvikio.defaults
 import numpy as np
+from gpu_timing import median_seconds
 from numcodecs import Zstd
 
 from zarr_dask_gpu.bench import chunk_files
 from zarr_dask_gpu.gpu import decompress, validate
 from zarr_dask_gpu.gpu.reader import mapped
 from zarr_dask_gpu.gpu.sync import wait
-
-
-def best(fn, n: int = 4) -> float:
-    fn()
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
 
 
 def main() -> None:
@@ -66,7 +56,7 @@ def main() -> None:
             h.close()
 
     for name, buf in (("device", dev), ("pinned host", host)):
-        dt = best(lambda buf=buf: read_into(buf))
+        dt = median_seconds(lambda buf=buf: read_into(buf), repeat=4)
         rate = total / dt / 1e9
         print(f"kvikio reads of A's {n} files into {name} memory: {dt * 1e3:.1f} ms, {rate:.2f} GB/s stored")
     assert cp.array_equal(dev[: int(sizes[0])], cp.asarray(host[: int(sizes[0])]))
@@ -102,7 +92,7 @@ def main() -> None:
     for name, src in sources.items():
         for calls in (1, 16):
             out.fill(0)
-            dt = best(lambda src=src, calls=calls: decode(src, calls))
+            dt = median_seconds(lambda src=src, calls=calls: decode(src, calls), repeat=4)
             assert np.array_equal(out[:chunk].get(), truth[0])
             assert np.array_equal(out[-chunk:].get(), truth[1])
             what = f"nvCOMP zstd, input in {name}, {calls} call(s) of {n // calls} chunks"
@@ -113,7 +103,7 @@ def main() -> None:
                 assert not validate.check_batch(src, offs, sizes, "zstd", expected)
             wait(stream)
 
-        dt = best(check)
+        dt = median_seconds(check, repeat=4)
         print(f"zstd structure check of {n} chunks, input in {name}: {dt * 1e3:.2f} ms")
     print("threads alive:", threading.active_count())
     os._exit(0)

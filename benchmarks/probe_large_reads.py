@@ -9,8 +9,6 @@ Run on the GPU host (dataset A is written when missing):
 
 import argparse
 import os
-import statistics
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -18,6 +16,7 @@ import cupy as cp
 import kvikio
 import kvikio.defaults
 import numpy as np
+from gpu_timing import median_seconds
 
 from zarr_dask_gpu.gpu import setup
 from zarr_dask_gpu.gpu.reader import KvikioReader
@@ -25,17 +24,6 @@ from zarr_dask_gpu.metadata import open_array_info
 from zarr_dask_gpu.plan import block_pieces
 from zarr_dask_gpu.sample import write_sample
 from zarr_dask_gpu.storage import locate
-
-
-def median_ms(fn: Callable[[], object], repeat: int = 5) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        cp.cuda.Device().synchronize()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
 
 
 def main() -> None:
@@ -89,7 +77,7 @@ def main() -> None:
             kvikio.defaults.set("num_threads", threads)
             kvikio.defaults.set("task_size", task_size)
             for name, fn in cases.items():
-                ms = median_ms(fn)
+                ms = median_seconds(fn) * 1e3
                 print(
                     f"kvikio {threads:2d} threads, task {task_size >> 20} MiB: {name:50s} "
                     f"{ms:6.1f} ms {total / ms / 1e6:5.1f} GB/s",
