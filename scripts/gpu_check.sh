@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs on the GPU host, in the repo root, after the wheelhouse is installed (README: "GPU machine").
 # Steps: tests (gpu-marked), bench (`zarr-dask-gpu bench`), probe (thread-safety of nvCOMP's Python
-# codecs), timeline and timeline8 (per-phase task timeline of A at 32 and 8 CUDA connections), bdata
-# (writes dataset B), timelines (of the datasets in TIMELINES, default "B C D", written by bench or
-# bdata), cprobe (nvCOMP's C API: scratch and decode times), lz4probe (nvCOMP's LZ4 on damaged
+# codecs), timeline and timeline8 (per-phase task timeline of A at 32 and 8 CUDA connections), data
+# (writes the bench's datasets named in DATA, default B), timelines (of the datasets in TIMELINES,
+# default "B C D", written by bench or data), cprobe (nvCOMP's C API: scratch and decode times), lz4probe (nvCOMP's LZ4 on damaged
 # blocks), checkprobe (the lz4 structure check's kernels on D), readprobe (B's small reads against
 # threads and waits), hostprobe (decoding from pinned host memory), largereads (A's reads: one call
 # against tasks' calls, kvikio threads and task size), scratch (a task's peak memory), remote (loopback HTTP), scaling (multi-GPU)
@@ -31,8 +31,8 @@ step bench "${BENCH_TIMEOUT:-300}" python3 -m zarr_dask_gpu.cli bench --json "$O
 step probe "${PROBE_TIMEOUT:-260}" python3 benchmarks/probe_threads.py
 step timeline "${TIMELINE_TIMEOUT:-200}" python3 benchmarks/timeline.py
 step timeline8 "${TIMELINE_TIMEOUT:-200}" env CUDA_DEVICE_MAX_CONNECTIONS=8 python3 benchmarks/timeline.py
-# shellcheck disable=SC2016  # the Python is single-quoted on purpose
-step bdata 120 python3 -c 'import argparse; from zarr_dask_gpu.bench import _dataset; _dataset(argparse.Namespace(gib=4.0, path="/tmp/bench-a.zarr"), "B")'
+# shellcheck disable=SC2016,SC2086  # the Python is single-quoted; DATA holds several words
+step data 180 python3 -c 'import argparse, sys; from zarr_dask_gpu.bench import _dataset; [_dataset(argparse.Namespace(gib=4.0, path="/tmp/bench-a.zarr"), d) for d in sys.argv[1:]]' ${DATA:-B}
 # shellcheck disable=SC2016  # expanded by the inner bash
 step timelines "${TIMELINE_TIMEOUT:-200}" bash -c 'for d in ${TIMELINES:-B C D}; do python3 benchmarks/timeline.py --path /tmp/bench-a.zarr-$d | grep -v "^    thread"; done'
 step cprobe 120 python3 benchmarks/probe_nvcomp_c.py

@@ -8,7 +8,7 @@ import zarr
 from zarr_dask_gpu import from_zarr_gpu
 from zarr_dask_gpu.codecs import headers
 
-from .conftest import host, sample
+from .conftest import host, lz4_fuzz, sample
 
 pytestmark = pytest.mark.gpu
 
@@ -52,6 +52,32 @@ def test_kernel_agrees_with_host_checks(compression):
             assert i in bad, (k, host_says)
     if compression in ("zstd", "gzip", "lz4"):
         assert set(bad) == {1, 2, 3, 4, 5}  # every damaged frame is stopped before nvCOMP
+
+
+def test_the_warps_lz4_walk_agrees_with_one_threads():
+    """``validate_lz4`` (a warp per stream: lanes parse candidate sequences, shuffles chain them)
+    gives every fuzzed stream the status of one thread walking it sequence by sequence."""
+    import cupy as cp
+
+    from zarr_dask_gpu.gpu import validate
+
+    frames = lz4_fuzz(7, 3000)
+    sizes = np.array([len(f) for f, _ in frames], dtype=np.int64)
+    offsets = np.cumsum([0, *(sizes + np.arange(len(frames)) % 16)])[:-1]  # misaligned starts too
+    host_buf = np.zeros(int(offsets[-1] + sizes[-1] + 16), dtype=np.uint8)
+    for (f, _), at in zip(frames, offsets, strict=True):
+        host_buf[at : at + len(f)] = np.frombuffer(f, np.uint8)
+    buf, expected = cp.asarray(host_buf), np.array([n for _, n in frames], dtype=np.int64)
+    n = len(frames)
+    status = {}
+    for name, threads in (("validate", n), ("validate_lz4", 32 * n)):  # a thread or a warp each
+        st, claimed = cp.full(n, -1, dtype=np.int32), cp.empty(n, dtype=np.int64)
+        args = (buf, cp.asarray(offsets), cp.asarray(sizes), np.int32(5), cp.asarray(expected))
+        validate._kernel(name)(((threads + 127) // 128,), (128,), (*args, st, claimed, np.int32(n)))
+        status[name] = st.get()
+    np.testing.assert_array_equal(status["validate_lz4"], status["validate"])
+    assert set(status["validate"].tolist()) == {0, 1, 3}
+    assert (status["validate"][::3] == 0).all()  # the sound third
 
 
 def test_blocks_stay_on_device_and_threads_decode_concurrently(tmp_path):

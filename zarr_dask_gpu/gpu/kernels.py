@@ -70,74 +70,154 @@ __device__ int zlib(const u8* d, i64 n) {
     return 0;
 }
 
-// An lz4 stream's bytes: w[q - base] for base <= q < hi. Without a window (the host, the one-thread
-// kernel) w is the stream itself (base 0, hi n); with one, the 32 lanes of a warp walk the same
-// stream in step and refill a shared-memory window together with coalesced 16-byte loads: one thread
-// reading global memory a byte at a time made this walk D's costliest step (docs/performance.md).
+// An lz4 stream's bytes: d[q], read from the shared-memory window win[q - base] where base <= q < hi.
+// Without a window (one thread walking alone) base = hi = 0. With one, the 32 lanes of a warp refill it
+// together with coalesced 16-byte loads: one thread reading global memory a byte at a time made this
+// walk D's costliest step (docs/performance.md).
 // Lengths are 32-bit: lz4 blocks are under 2^31 bytes (LZ4_MAX_INPUT_SIZE), larger claims are corrupt.
 #define LZ4_WINDOW 2048
+#define LZ4_AHEAD 128  // bytes past a round's first sequence that its lanes mostly read
 #define LZ4_MAX 0x7E000000
-typedef struct { const u8* d; int n; const u8* w; int base, hi; u8* win; } lz4_src;
-
-// make bytes [p, p + k) readable (those below n); k is at most LZ4_WINDOW - 16
-__device__ void lz4_need(lz4_src* s, int p, int k) {
-    if (p + k <= s->hi || s->hi == s->n) return;
+typedef struct { const u8* d; int n; int base, hi; u8* win; } lz4_src;
 #ifdef __CUDA_ARCH__
-    __syncwarp();  // every lane is done with the old window
+#define LZ4_LANE (threadIdx.x & 31)
+#define LZ4_STRIDE 512  // the 32 lanes' 16-byte loads
+#define LZ4_SYNC() __syncwarp()
+#else  // the host plays a warp with one thread (tests/test_kernels_c.py)
+#ifndef __CUDACC__
+typedef struct { unsigned x, y, z, w; } uint4;
+#endif
+#define LZ4_LANE 0
+#define LZ4_STRIDE 16
+#define LZ4_SYNC()
+#endif
+
+__device__ unsigned lz4_at(const lz4_src* s, int q) {
+    unsigned r = (unsigned)(q - s->base);
+    return r < (unsigned)(s->hi - s->base) ? s->win[r] : s->d[q];
+}
+
+// a warp's window from byte p on, unless it already holds [p, p + LZ4_AHEAD) or the stream's end
+__device__ void lz4_window(lz4_src* s, int p) {
+    if (!s->win || p + LZ4_AHEAD <= s->hi || s->hi == s->n) return;
     const u8* a0 = (const u8*)((unsigned long long)(s->d + p) & ~15ull);
-    s->w = s->win;
+    LZ4_SYNC();  // every lane is done with the old window
     s->base = (int)(a0 - s->d);
     s->hi = s->base + LZ4_WINDOW < s->n ? s->base + LZ4_WINDOW : s->n;
     // a 16-byte aligned load holding a byte of the stream stays inside its allocation
-    for (int k = (threadIdx.x & 31) * 16; k < LZ4_WINDOW && a0 + k < s->d + s->n; k += 512)
+    for (int k = LZ4_LANE * 16; k < LZ4_WINDOW && a0 + k < s->d + s->n; k += LZ4_STRIDE)
         *(uint4*)(s->win + k) = *(const uint4*)(a0 + k);
-    __syncwarp();
-#endif
+    LZ4_SYNC();
 }
 
-#define LZ4_AT(s, q) ((unsigned)(s)->w[(q) - (s)->base])
+// adds the 255-continued length bytes from *p on to *len; false when the stream ends before the last
+__device__ bool lz4_more(const lz4_src* s, int* p, i64* len) {
+    unsigned b;
+    do {
+        if (*p >= s->n) return false;
+        b = lz4_at(s, (*p)++);
+        *len += b;
+    } while (b == 255);
+    return true;
+}
 
-__device__ int lz4_block(lz4_src* s, i64 expected) {
-    int n = s->n, p = 0;
-    i64 out = 0;
-    if (n < 1) return 1;
-    for (;;) {
-        lz4_need(s, p, 16);
-        if (p >= n) return 1;
-        unsigned tok = LZ4_AT(s, p), b;
-        p++;
-        i64 lit = tok >> 4;
-        if (lit == 15) do {
-            lz4_need(s, p, 16);
-            if (p >= n) return 1;
-            b = LZ4_AT(s, p);
-            p++;
-            lit += b;
-        } while (b == 255);
-        if (lit > n - p) return 1;
-        p += (int)lit;
-        out += lit;
-        if (p == n) break;
-        if (n - p < 2) return 1;
-        lz4_need(s, p, 16);
-        unsigned off = LZ4_AT(s, p) | (LZ4_AT(s, p + 1) << 8);
-        p += 2;
-        if (off == 0 || off > out) return 3;
-        i64 ml = tok & 15;
-        if (ml == 15) do {
-            lz4_need(s, p, 16);
-            if (p >= n) return 1;
-            b = LZ4_AT(s, p);
-            p++;
-            ml += b;
-        } while (b == 255);
-        out += ml + 4;
-        if (out > expected) return 3;
+// A sequence, as far as it can be read without the decoded bytes before it.
+#define LZ4_SHORT 1     // the stream ends in its token, literal length or literals, or before its offset
+#define LZ4_LAST 2      // its literals end the stream
+#define LZ4_SHORT_ML 4  // the stream ends in its match length
+typedef struct { int flags, lit, off, next; i64 ml; } lz4_seq;
+
+// the sequence that would start at byte q
+__device__ lz4_seq lz4_parse(const lz4_src* s, int q) {
+    lz4_seq c = {0, 0, 0, 0, 0};
+    int n = s->n;
+    if (q >= n) {
+        c.flags = LZ4_SHORT;
+        return c;
     }
-    return out == expected ? 0 : 1;
+    unsigned tok = lz4_at(s, q);
+    int p = q + 1;
+    i64 lit = tok >> 4;
+    if ((lit == 15 && !lz4_more(s, &p, &lit)) || lit > n - p) {
+        c.flags = LZ4_SHORT;
+        return c;
+    }
+    c.lit = (int)lit;
+    p += c.lit;
+    if (p == n) {
+        c.flags = LZ4_LAST;
+        return c;
+    }
+    if (n - p < 2) {
+        c.flags = LZ4_SHORT;
+        return c;
+    }
+    c.off = lz4_at(s, p) | (lz4_at(s, p + 1) << 8);
+    p += 2;
+    c.ml = tok & 15;
+    if (c.ml == 15 && !lz4_more(s, &p, &c.ml)) c.flags = LZ4_SHORT_ML;
+    c.next = p;
+    return c;
 }
 
-// kind 4: numcodecs' lz4 (a 4-byte decoded size, then a block); kind 5: a bare block (blosc's)
+// a sequence applied to the count of bytes decoded before it: the stream's status, or -1 to go on
+__device__ int lz4_apply(const lz4_seq* c, i64* out, i64 expected) {
+    if (c->flags & LZ4_SHORT) return 1;
+    *out += c->lit;
+    if (c->flags & LZ4_LAST) return *out == expected ? 0 : 1;
+    if (c->off == 0 || c->off > *out) return 3;
+    if (c->flags & LZ4_SHORT_ML) return 1;
+    *out += c->ml + 4;
+    return *out > expected ? 3 : -1;
+}
+
+// one thread's walk, sequence by sequence
+__device__ int lz4_block(const lz4_src* s, i64 expected) {
+    i64 out = 0;
+    if (s->n < 1) return 1;
+    for (int p = 0;;) {
+        lz4_seq c = lz4_parse(s, p);
+        int st = lz4_apply(&c, &out, expected);
+        if (st >= 0) return st;
+        p = c.next;  // at least 3 bytes on
+    }
+}
+
+// A warp's walk: lane k parses the sequence that would start at byte p + k, then the warp follows the
+// chain of those that do (a shuffle each, not a parse: a sequence is about 4 bytes in D's streams) and
+// goes on from the first that starts past p + 31. The same statuses as lz4_block.
+__device__ int lz4_block_warp(lz4_src* s, i64 expected) {
+    i64 out = 0;
+    if (s->n < 1) return 1;
+    for (int p = 0;;) {
+        lz4_window(s, p);
+#ifdef __CUDA_ARCH__
+        lz4_seq mine = lz4_parse(s, p + LZ4_LANE);
+#else
+        lz4_seq lanes[32];
+        for (int k = 0; k < 32; k++) lanes[k] = lz4_parse(s, p + k);
+#endif
+        for (int k = 0;;) {
+#ifdef __CUDA_ARCH__
+            lz4_seq c = {__shfl_sync(~0u, mine.flags, k), __shfl_sync(~0u, mine.lit, k),
+                         __shfl_sync(~0u, mine.off, k), __shfl_sync(~0u, mine.next, k),
+                         __shfl_sync(~0u, mine.ml, k)};
+#else
+            lz4_seq c = lanes[k];
+#endif
+            int st = lz4_apply(&c, &out, expected);
+            if (st >= 0) return st;
+            k = c.next - p;
+            if (k >= 32) {
+                p = c.next;
+                break;
+            }
+        }
+    }
+}
+
+// kind 4: numcodecs' lz4 (a 4-byte decoded size, then a block); kind 5: a bare block (blosc's).
+// With a window (a warp's, in shared memory) the warp walks the block together, else one thread.
 __device__ int lz4_item(const u8* d, i64 n, int kind, i64 expected, u8* win, i64* claimed) {
     *claimed = -1;
     int head = kind == 4 ? 4 : 0;
@@ -147,9 +227,8 @@ __device__ int lz4_item(const u8* d, i64 n, int kind, i64 expected, u8* win, i64
         if (*claimed != expected) return 4;
     }
     if (n - head > LZ4_MAX || expected > LZ4_MAX) return 3;
-    lz4_src s = {d + head, (int)(n - head), d + head, 0, (int)(n - head), win};
-    if (win) s.hi = -1;  // empty: the first lz4_need fills it
-    int st = lz4_block(&s, expected);
+    lz4_src s = {d + head, (int)(n - head), 0, 0, win};
+    int st = win ? lz4_block_warp(&s, expected) : lz4_block(&s, expected);
     if (!st && kind == 5) *claimed = expected;
     return st;
 }
