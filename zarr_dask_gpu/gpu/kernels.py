@@ -121,53 +121,54 @@ __device__ bool lz4_more(const lz4_src* s, int* p, i64* len) {
     return true;
 }
 
-// A sequence, as far as it can be read without the decoded bytes before it.
+// A sequence, as far as it can be read without the decoded bytes before it: flags, the offset less
+// the literal length (a match reaches before the block when it exceeds the bytes decoded before the
+// sequence), the bytes it decodes (capped past LZ4_MAX: the block is then too long either way) and
+// where the next one starts.
 #define LZ4_SHORT 1     // the stream ends in its token, literal length or literals, or before its offset
-#define LZ4_LAST 2      // its literals end the stream
-#define LZ4_SHORT_ML 4  // the stream ends in its match length
-typedef struct { int flags, lit, off, next; i64 ml; } lz4_seq;
+#define LZ4_LAST 2      // its literals end the stream (adv: their length)
+#define LZ4_NO_OFF 4    // its offset is 0
+#define LZ4_SHORT_ML 8  // the stream ends in its match length
+typedef struct { int flags, reach, adv, next; } lz4_seq;
 
 // the sequence that would start at byte q
 __device__ lz4_seq lz4_parse(const lz4_src* s, int q) {
-    lz4_seq c = {0, 0, 0, 0, 0};
+    lz4_seq c = {LZ4_SHORT, 0, 0, 0};
     int n = s->n;
-    if (q >= n) {
-        c.flags = LZ4_SHORT;
-        return c;
-    }
+    if (q >= n) return c;
     unsigned tok = lz4_at(s, q);
     int p = q + 1;
     i64 lit = tok >> 4;
-    if ((lit == 15 && !lz4_more(s, &p, &lit)) || lit > n - p) {
-        c.flags = LZ4_SHORT;
-        return c;
-    }
-    c.lit = (int)lit;
-    p += c.lit;
+    if ((lit == 15 && !lz4_more(s, &p, &lit)) || lit > n - p) return c;
+    p += (int)lit;
     if (p == n) {
         c.flags = LZ4_LAST;
+        c.adv = (int)lit;
         return c;
     }
-    if (n - p < 2) {
-        c.flags = LZ4_SHORT;
-        return c;
-    }
-    c.off = lz4_at(s, p) | (lz4_at(s, p + 1) << 8);
+    if (n - p < 2) return c;
+    int off = lz4_at(s, p) | (lz4_at(s, p + 1) << 8);
     p += 2;
-    c.ml = tok & 15;
-    if (c.ml == 15 && !lz4_more(s, &p, &c.ml)) c.flags = LZ4_SHORT_ML;
+    i64 ml = tok & 15;
+    c.flags = (off ? 0 : LZ4_NO_OFF) | (ml == 15 && !lz4_more(s, &p, &ml) ? LZ4_SHORT_ML : 0);
+    c.reach = off - (int)lit;
+    i64 adv = lit + ml + 4;
+    c.adv = adv > LZ4_MAX ? LZ4_MAX + 1 : (int)adv;
     c.next = p;
     return c;
 }
 
 // a sequence applied to the count of bytes decoded before it: the stream's status, or -1 to go on
 __device__ int lz4_apply(const lz4_seq* c, i64* out, i64 expected) {
-    if (c->flags & LZ4_SHORT) return 1;
-    *out += c->lit;
-    if (c->flags & LZ4_LAST) return *out == expected ? 0 : 1;
-    if (c->off == 0 || c->off > *out) return 3;
-    if (c->flags & LZ4_SHORT_ML) return 1;
-    *out += c->ml + 4;
+    if (c->flags) {  // rare: the last sequence, or damage
+        if (c->flags & LZ4_SHORT) return 1;
+        if (c->flags & LZ4_LAST) return *out + c->adv == expected ? 0 : 1;
+        if (c->flags & LZ4_NO_OFF) return 3;
+        if (c->reach > *out) return 3;
+        return 1;  // LZ4_SHORT_ML
+    }
+    if (c->reach > *out) return 3;
+    *out += c->adv;
     return *out > expected ? 3 : -1;
 }
 
@@ -184,8 +185,8 @@ __device__ int lz4_block(const lz4_src* s, i64 expected) {
 }
 
 // A warp's walk: lane k parses the sequence that would start at byte p + k, then the warp follows the
-// chain of those that do (a shuffle each, not a parse: a sequence is about 4 bytes in D's streams) and
-// goes on from the first that starts past p + 31. The same statuses as lz4_block.
+// chain of those that do (four shuffles each, not a parse: a sequence is about 4 bytes in D's streams)
+// and goes on from the first that starts past p + 31. The same statuses as lz4_block.
 __device__ int lz4_block_warp(lz4_src* s, i64 expected) {
     i64 out = 0;
     if (s->n < 1) return 1;
@@ -199,9 +200,8 @@ __device__ int lz4_block_warp(lz4_src* s, i64 expected) {
 #endif
         for (int k = 0;;) {
 #ifdef __CUDA_ARCH__
-            lz4_seq c = {__shfl_sync(~0u, mine.flags, k), __shfl_sync(~0u, mine.lit, k),
-                         __shfl_sync(~0u, mine.off, k), __shfl_sync(~0u, mine.next, k),
-                         __shfl_sync(~0u, mine.ml, k)};
+            lz4_seq c = {__shfl_sync(~0u, mine.flags, k), __shfl_sync(~0u, mine.reach, k),
+                         __shfl_sync(~0u, mine.adv, k), __shfl_sync(~0u, mine.next, k)};
 #else
             lz4_seq c = lanes[k];
 #endif
