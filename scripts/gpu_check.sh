@@ -6,7 +6,8 @@
 # default "B C D", written by bench or data), cprobe (nvCOMP's C API: scratch and decode times), lz4probe (nvCOMP's LZ4 on damaged
 # blocks), checkprobe (the lz4 structure check's kernels on D), readprobe (B's small reads against
 # threads and waits), hostprobe (decoding from pinned host memory), largereads (A's reads: one call
-# against tasks' calls, kvikio threads and task size), scratch (a task's peak memory), remote (loopback HTTP), scaling (multi-GPU)
+# against tasks' calls, kvikio threads and task size), poolprobe (a pass with cupy's pool emptied after
+# each, as the bench times it, or kept), scratch (a task's peak memory), remote (loopback HTTP), scaling (multi-GPU)
 # and dl (the state-dict benchmark; needs safetensors). Logs and JSON go to $OUT (default /tmp/out).
 # STEPS picks the steps (default: tests bench timeline scratch); each has its own timeout: choose
 # steps that fit one device call (10 minutes).
@@ -32,7 +33,7 @@ step probe "${PROBE_TIMEOUT:-260}" python3 benchmarks/probe_threads.py
 step timeline "${TIMELINE_TIMEOUT:-200}" python3 benchmarks/timeline.py
 step timeline8 "${TIMELINE_TIMEOUT:-200}" env CUDA_DEVICE_MAX_CONNECTIONS=8 python3 benchmarks/timeline.py
 # shellcheck disable=SC2016,SC2086  # the Python is single-quoted; DATA holds several words
-step data 180 python3 -c 'import argparse, sys; from zarr_dask_gpu.bench import _dataset; [_dataset(argparse.Namespace(gib=4.0, path="/tmp/bench-a.zarr"), d) for d in sys.argv[1:]]' ${DATA:-B}
+step data 180 python3 -c 'import argparse, sys; from zarr_dask_gpu.bench import _dataset; [_dataset(argparse.Namespace(gib=4.0, chunk_mib=8, path="/tmp/bench-a.zarr"), d) for d in sys.argv[1:]]' ${DATA:-B}
 # shellcheck disable=SC2016  # expanded by the inner bash
 step timelines "${TIMELINE_TIMEOUT:-200}" bash -c 'for d in ${TIMELINES:-B C D}; do python3 benchmarks/timeline.py --path /tmp/bench-a.zarr-$d | grep -v "^    thread"; done'
 step cprobe 120 python3 benchmarks/probe_nvcomp_c.py
@@ -41,6 +42,7 @@ step checkprobe 120 python3 benchmarks/probe_check.py
 step readprobe 120 python3 benchmarks/probe_small_reads.py
 step hostprobe 120 python3 benchmarks/probe_host_input.py
 step largereads 120 python3 benchmarks/probe_large_reads.py
+step poolprobe 200 python3 benchmarks/probe_pool.py
 step scratch 60 python3 benchmarks/timeline.py --scratch
 step remote "${REMOTE_TIMEOUT:-200}" python3 benchmarks/remote_bench.py
 step scaling "${SCALING_TIMEOUT:-500}" python3 benchmarks/scaling.py --sizes-gib 4 16 --json "$OUT/scaling.json"

@@ -116,12 +116,14 @@ def drop_cache(files: list[str]) -> None:
             os.close(fd)
 
 
-# the performance issue's datasets beside A (4 GiB, 8 MiB zstd chunks): B small chunks, C sharded,
-# D zarr v2 with blosc lz4 and byte shuffle
+# the performance issue's datasets: A (4 GiB, 8 MiB zstd chunks), B small chunks, C sharded, D zarr v2
+# with blosc lz4 and byte shuffle
 def _dataset(args: argparse.Namespace, name: str) -> Any:
     import numcodecs
 
     gib = int(args.gib * 2**30)
+    if name == "A":
+        return write_sample(args.path, gib, args.chunk_mib << 20)
     if name == "B":
         return write_sample(f"{args.path}-B", gib // 4, 256 << 10)
     if name == "C":
@@ -249,7 +251,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     from zarr_dask_gpu import from_zarr_gpu
 
     t0 = time.perf_counter()
-    write_sample(args.path, int(args.gib * 2**30), args.chunk_mib << 20)
+    _dataset(args, "A")
     files = chunk_files(args.path)
     stored = sum(os.path.getsize(f) for f in files)
     for f in files:  # warm the page cache
