@@ -182,6 +182,7 @@ def extra_dataset(
     free()
     for settings in (  # host-read-below 0: kvikio preads only
         {"host-read-below": 0},
+        {"read-slots": 2},
         {"staging": _other_staging()},
         {"coalesce-decodes": False},  # each task's nvCOMP calls its own, as before coalescing
     ):
@@ -346,6 +347,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         {"decode-call-bytes": "128MiB"},
         {"decode-call-bytes": "64MiB"},
         {"read-slots": 0},
+        {"read-slots": 2},
         {"read-slots": 8},
         {"staging": _other_staging()},
         {"coalesce-decodes": False},  # each task's nvCOMP calls its own, as before coalescing
