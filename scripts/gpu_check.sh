@@ -3,12 +3,13 @@
 # Steps: tests (gpu-marked), bench (`zarr-dask-gpu bench`), probe (thread-safety of nvCOMP's Python
 # codecs), timeline and timeline8 (per-phase task timeline of A at 32 and 8 CUDA connections), data
 # (writes the bench's datasets named in DATA, default B), timelines (of the datasets in TIMELINES,
-# default "B C D", written by bench or data), cprobe (nvCOMP's C API: scratch and decode times), lz4probe (nvCOMP's LZ4 on damaged
-# blocks), checkprobe (the lz4 structure check's kernels on D), readprobe (B's small reads against
-# threads and waits), hostprobe (decoding from pinned host memory), largereads (A's reads: one call
-# against tasks' calls, kvikio threads and task size), poolprobe (a pass with cupy's pool emptied after
-# each, as the bench times it, or kept), scratch (a task's peak memory), remote (loopback HTTP), scaling (multi-GPU)
-# and dl (the state-dict benchmark; needs safetensors). Logs and JSON go to $OUT (default /tmp/out).
+# default "B C D", written by bench or data), cprobe (nvCOMP's C API: scratch and decode times),
+# lz4probe (nvCOMP's LZ4 on damaged blocks), checkprobe (the lz4 structure check's kernels on D),
+# readprobe (B's small reads against threads and waits), hostprobe (decoding from pinned host
+# memory), largereads (A's reads: one call against tasks' calls, kvikio threads and task size),
+# poolprobe (a pass with cupy's pool emptied after each, as the bench times it, or kept), scratch (a
+# task's peak memory), remote (loopback HTTP), scaling (multi-GPU) and dl (the state-dict benchmark;
+# needs safetensors). Logs and JSON go to $OUT (default /tmp/out).
 # STEPS picks the steps (default: tests bench timeline scratch); each has its own timeout: choose
 # steps that fit one device call (10 minutes).
 # Usage: [STEPS="tests bench"] [BENCH_ARGS="--datasets A,B"] bash scripts/gpu_check.sh [pytest args...]
