@@ -3,9 +3,9 @@
 nvCOMP 6.0 hangs on truncated zstd frames and faults (poisoning the CUDA context) on garbage
 (docs/design.md). One thread per chunk walks the frame's headers: zstd block headers, the gzip
 header and size trailer, the zlib header, reading a few bytes per block, so it costs little next to
-decoding; a warp per stream walks lz4's sequences, which costs about what nvCOMP's lz4 decode does
-(nvCOMP 6.0's lz4 writes past its output on damage, so the walk stays). Every stated size is checked
-against the metadata.
+decoding; a warp per stream walks lz4's sequences, 32 candidate starts at a time, which costs about
+what nvCOMP's lz4 decode does (nvCOMP 6.0's lz4 writes past its output on damage, so the walk
+stays). Every stated size is checked against the metadata.
 """
 
 import functools
@@ -47,7 +47,7 @@ def check_batch(
     expected_all = np.broadcast_to(np.asarray(expected, dtype=np.int64), (n,))
     status = cp.empty(n, dtype=np.int32)
     claimed = cp.empty(n, dtype=np.int64)
-    lz4 = compression.startswith("lz4")  # a warp per stream: see lz4_src in kernels.py
+    lz4 = compression.startswith("lz4")  # a warp per stream: see lz4_block_warp in kernels.py
     threads, items = (_LZ4_THREADS, 32 * n) if lz4 else (128, n)
     _kernel("validate_lz4" if lz4 else "validate")(
         ((items + threads - 1) // threads,),
