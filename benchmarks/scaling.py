@@ -3,13 +3,16 @@
 Run on a multi-GPU host (or, with --device cpu, on CPU worker processes to check the script):
     python3 benchmarks/scaling.py --sizes-gib 4 16 --json scaling.json
 For each worker count it reports GB/s, the scaling efficiency (GB/s at N over N times GB/s at 1),
-how the blocks spread over the workers, and that values equal zarr-python's on a sample of blocks.
+how the blocks spread over the workers, and that every block equals zarr-python's read of it (each
+worker compares the blocks it holds). ``--variants`` repeats the first size at every count under other
+settings (say ``read-slots=0`` or ``block-size=1GiB``), set in the client and its workers' dask config.
 At the largest count, under each protocol (TCP, and UCX where distributed-ucxx is installed), it also
 times a mean over one axis of the persisted blocks and a rechunk from row blocks to column blocks of
 the same size, which moves (N-1)/N of the array between workers, and checks both against zarr-python.
 """
 
 import argparse
+import ast
 import importlib.util
 import json
 import os
@@ -30,6 +33,19 @@ def _host(x):
     return x.get() if hasattr(x, "get") else x
 
 
+def _settings(variant: str) -> dict[str, str]:
+    """``"read-slots=0,block-size=1GiB"`` -> ``{"read-slots": "0", "block-size": "1GiB"}``."""
+    return dict(kv.split("=", 1) for kv in variant.split(",")) if variant else {}
+
+
+def _value(text: str):
+    """A setting's value as dask reads it from the environment (a Python literal, else the text)."""
+    try:
+        return ast.literal_eval(text)
+    except (SyntaxError, ValueError):
+        return text
+
+
 def _cluster(device: str, n: int, protocol: str, threads: int):
     from zarr_dask_gpu.cluster import local_cluster
 
@@ -38,6 +54,30 @@ def _cluster(device: str, n: int, protocol: str, threads: int):
     return local_cluster(
         "gpu", CUDA_VISIBLE_DEVICES=list(range(n)), protocol=protocol, threads_per_worker=threads
     )
+
+
+def _equals_zarr(block, path: str, lo: int) -> bool:
+    """On the worker holding ``block``: is it zarr-python's read of its rows?"""
+    import zarr
+
+    return bool(np.array_equal(_host(block), zarr.open_array(path, mode="r")[lo : lo + block.shape[0]]))
+
+
+def _config(keys: list[str]) -> dict:
+    """On a worker: this package's settings ``keys`` as the worker sees them."""
+    import dask
+
+    return {k: dask.config.get(f"zarr_dask_gpu.{k}") for k in keys}
+
+
+def _check_all(client, path: str, y) -> None:
+    import dask
+
+    starts = np.cumsum((0, *y.chunks[0][:-1]))
+    blocks = y.to_delayed().ravel()
+    checks = [dask.delayed(_equals_zarr)(b, path, int(lo)) for b, lo in zip(blocks, starts, strict=True)]
+    ok = client.compute(checks, sync=True)
+    assert all(ok), f"blocks differing from zarr-python: {[i for i, v in enumerate(ok) if not v]}"
 
 
 def _moves(a, y, n: int, row: dict) -> None:
@@ -70,7 +110,10 @@ def _moves(a, y, n: int, row: dict) -> None:
     assert np.array_equal(_host(r.blocks[0, last].compute()), a[:, last * cols : (last + 1) * cols])
 
 
-def run(path: str, gib: float, device: str, runs: list[tuple[int, str]], threads: int) -> list[dict]:
+def run(
+    path: str, gib: float, device: str, runs: list[tuple[int, str]], threads: int, variant: str = ""
+) -> list[dict]:
+    import dask
     from distributed import wait
 
     from zarr_dask_gpu import from_zarr_gpu
@@ -80,10 +123,13 @@ def run(path: str, gib: float, device: str, runs: list[tuple[int, str]], threads
     a = write_sample(path, int(gib * 2**30))
     rows = []
     for n, protocol in runs:
-        with _cluster(device, n, protocol, threads) as cluster, connect(cluster) as client:
+        settings = _settings(variant)
+        # set before the cluster starts: its nannies hand this process's config to their workers
+        config = dask.config.set({f"zarr_dask_gpu.{k}": _value(v) for k, v in settings.items()})
+        with config, _cluster(device, n, protocol, threads) as cluster, connect(cluster) as client:
             times = []
             for i in range(5):  # the first pass warms workers, kernels and the page cache; best of the rest
-                x = from_zarr_gpu(path, device=device, name=f"scaling-{n}-{protocol}-{i}")
+                x = from_zarr_gpu(path, device=device, name=f"scaling-{n}-{protocol}-{variant}-{i}")
                 t0 = time.perf_counter()
                 y = x.persist()
                 wait(y)
@@ -94,20 +140,21 @@ def run(path: str, gib: float, device: str, runs: list[tuple[int, str]], threads
             for addrs in client.who_has(y).values():
                 for w in addrs:
                     per_worker[w] += 1
-            for b in [0, x.numblocks[0] // 2, x.numblocks[0] - 1]:
-                lo = sum(x.chunks[0][:b])
-                assert np.array_equal(_host(y.blocks[b].compute()), a[lo : lo + x.chunks[0][b]]), f"block {b}"
+            _check_all(client, path, y)
+            seen = client.run(_config, list(settings))
             row = {
                 "workers": n,
                 "gib": gib,
                 "protocol": protocol,
+                "settings": variant,
+                "worker_settings": list(seen.values()),
                 "seconds": min(times[1:]),
                 "gbps": x.nbytes / min(times[1:]) / 1e9,
                 "pass_seconds": [round(t, 4) for t in times],
                 "blocks": x.npartitions,
                 "blocks_per_worker": sorted(per_worker.values()),
             }
-            if n == runs[-1][0]:
+            if n == runs[-1][0] and not variant:
                 _moves(a, y, n, row)
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -122,28 +169,35 @@ def main() -> None:
     ucx = ["ucx"] if importlib.util.find_spec("distributed_ucxx") else []
     p.add_argument("--protocols", nargs="+", default=["tcp", *ucx], help="default: tcp, and ucx if installed")
     p.add_argument("--threads", type=int, default=16, help="threads per GPU worker")
+    p.add_argument("--variants", nargs="*", default=[], help="settings for extra TCP runs of the first size")
     p.add_argument("--json", default=None)
     args = p.parse_args()
     total = _workers(args.device)
     counts = sorted({1, *[c for c in (2, 4, 8) if c <= total], total})
-    # every count over the first protocol, then the largest count over the others (whose set-up can fail
-    # on a host without their transport: the first protocol's rows are printed by then)
-    plans = [[(n, args.protocols[0]) for n in counts], [(counts[-1], p) for p in args.protocols[1:]]]
+    # every count over the first protocol, then the variants, then the largest count over the other
+    # protocols (whose set-up can fail on a host without their transport: the rest is printed by then)
+    first, others = [(n, args.protocols[0]) for n in counts], [(counts[-1], p) for p in args.protocols[1:]]
     out = []
-    for runs in filter(None, plans):
-        for gib in args.sizes_gib:
-            out += run(f"{args.path}-{gib:g}", gib, args.device, runs, args.threads)
+    for gib in args.sizes_gib:
+        out += run(f"{args.path}-{gib:g}", gib, args.device, first, args.threads)
+    gib = args.sizes_gib[0]
+    for variant in args.variants:
+        out += run(f"{args.path}-{gib:g}", gib, args.device, first, args.threads, variant)
+    for gib in args.sizes_gib if others else ():
+        out += run(f"{args.path}-{gib:g}", gib, args.device, others, args.threads)
     for r in out:
-        one = next((o["gbps"] for o in out if o["gib"] == r["gib"] and o["workers"] == 1), None)
-        r["efficiency"] = r["gbps"] / (r["workers"] * one) if one else None
-    line = "{:>5} {:>7} {:>8} {:>7} {:>10} {:>7} {:>12}  {}"
-    print(line.format("GiB", "workers", "protocol", "GB/s", "efficiency", "mean s", "rechunk GB/s", "blocks"))
+        same = [o for o in out if (o["gib"], o["settings"], o["workers"]) == (r["gib"], r["settings"], 1)]
+        r["efficiency"] = r["gbps"] / (r["workers"] * same[0]["gbps"]) if same else None
+    line = "{:>5} {:>7} {:>8} {:>7} {:>10} {:>7} {:>12}  {} {}"
+    head = "GiB", "workers", "protocol", "GB/s", "efficiency", "mean s", "rechunk GB/s", "blocks", ""
+    print(line.format(*head))
     for r in out:
         eff = f"{r['efficiency']:.2f}" if r["efficiency"] is not None else "-"
         mean = f"{r['mean_axis0_s']:.2f}" if "mean_axis0_s" in r else "-"
         rech = f"{r['rechunk_gbps']:.2f}" if "rechunk_gbps" in r else "-"
         gbps, spread = f"{r['gbps']:.2f}", r["blocks_per_worker"]
-        print(line.format(r["gib"], r["workers"], r["protocol"], gbps, eff, mean, rech, spread))
+        settings = r["settings"]
+        print(line.format(r["gib"], r["workers"], r["protocol"], gbps, eff, mean, rech, spread, settings))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

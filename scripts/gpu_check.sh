@@ -12,7 +12,8 @@
 # needs safetensors). Logs and JSON go to $OUT (default /tmp/out).
 # STEPS picks the steps (default: tests bench timeline scratch); each has its own timeout: choose
 # steps that fit one device call (10 minutes).
-# Usage: [STEPS="tests bench"] [BENCH_ARGS="--datasets A,B"] bash scripts/gpu_check.sh [pytest args...]
+# Usage: [STEPS="tests bench"] [BENCH_ARGS="--datasets A,B"] [SCALING_ARGS="--variants read-slots=0"]
+#        bash scripts/gpu_check.sh [pytest args...]
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 STEPS=${STEPS:-tests bench timeline scratch}
@@ -46,7 +47,8 @@ step largereads 120 python3 benchmarks/probe_large_reads.py
 step poolprobe 200 python3 benchmarks/probe_pool.py
 step scratch 60 python3 benchmarks/timeline.py --scratch
 step remote "${REMOTE_TIMEOUT:-200}" python3 benchmarks/remote_bench.py
-step scaling "${SCALING_TIMEOUT:-500}" python3 benchmarks/scaling.py --sizes-gib 4 16 --json "$OUT/scaling.json"
+# shellcheck disable=SC2086  # SCALING_ARGS holds several words
+step scaling "${SCALING_TIMEOUT:-500}" python3 benchmarks/scaling.py --sizes-gib 4 16 --json "$OUT/scaling.json" ${SCALING_ARGS:-}
 step dl "${DL_TIMEOUT:-500}" python3 benchmarks/state_dict_bench.py --gib "${DL_GIB:-4}" --json "$OUT/state_dict.json"
 for k in "${!rc[@]}"; do echo "$k rc=${rc[$k]}"; done
 exit $(( ${rc[tests]:-0} || ${rc[bench]:-0} ))

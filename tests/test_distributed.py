@@ -62,11 +62,16 @@ def test_scaling_script_runs_on_cpu_worker_processes(tmp_path):
     script = Path(__file__).parent.parent / "benchmarks" / "scaling.py"
     out = tmp_path / "scaling.json"
     args = ["--device", "cpu", "--sizes-gib", "0.0625", "--path", str(tmp_path / "s"), "--json", str(out)]
+    variant = "cpu-threads=1,read-slots=1"  # one setting shapes the client's graph, both reach the workers
+    args += ["--variants", variant]
     subprocess.run([sys.executable, str(script), *args], check=True, timeout=300, capture_output=True)
     rows = json.loads(out.read_text())
-    assert [r["workers"] for r in rows] == sorted({1, min(4, os.cpu_count() or 1)})
+    counts = sorted({1, min(4, os.cpu_count() or 1)})
+    assert [(r["workers"], r["settings"]) for r in rows] == [(n, s) for s in ("", variant) for n in counts]
     for r in rows:
         assert sum(r["blocks_per_worker"]) == r["blocks"] and len(r["blocks_per_worker"]) == r["workers"]
         assert r["gbps"] > 0 and r["efficiency"] > 0
-    last = rows[-1]
-    assert last["mean_max_abs_err"] < 1e-3 and last["rechunk_s"] > 0
+    plain, last = rows[len(counts) - 1], rows[-1]
+    assert plain["mean_max_abs_err"] < 1e-3 and plain["rechunk_s"] > 0 and "rechunk_s" not in last
+    assert (last["blocks"], plain["blocks"]) == (4, 8)  # 64 MiB in 4 blocks a thread, on 1 thread
+    assert last["worker_settings"] == [{"cpu-threads": 1, "read-slots": 1}] * last["workers"]
