@@ -5,7 +5,8 @@ Run on a multi-GPU host (or, with --device cpu, on CPU worker processes to check
 For each worker count it reports GB/s, the scaling efficiency (GB/s at N over N times GB/s at 1),
 how the blocks spread over the workers, and that every block equals zarr-python's read of it (each
 worker compares the blocks it holds). ``--variants`` repeats the first size at every count under other
-settings (say ``read-slots=0`` or ``block-size=1GiB``), set in the client and its workers' dask config.
+settings (say ``read-slots=0``, ``block-size=1GiB`` or a dotted dask key), set in the client and its
+workers' dask config.
 At the largest count, under each protocol (TCP, and UCX where distributed-ucxx is installed), it also
 times a mean over one axis of the persisted blocks and a rechunk from row blocks to column blocks of
 the same size, which moves (N-1)/N of the array between workers, and checks both against zarr-python.
@@ -34,8 +35,10 @@ def _host(x):
 
 
 def _settings(variant: str) -> dict[str, str]:
-    """``"read-slots=0,block-size=1GiB"`` -> ``{"read-slots": "0", "block-size": "1GiB"}``."""
-    return dict(kv.split("=", 1) for kv in variant.split(",")) if variant else {}
+    """``"read-slots=0,distributed.x=1"`` -> ``{"zarr_dask_gpu.read-slots": "0", "distributed.x": "1"}``:
+    dask config keys, this package's unless dotted."""
+    pairs = (kv.split("=", 1) for kv in variant.split(",")) if variant else ()
+    return {(k if "." in k else f"zarr_dask_gpu.{k}"): v for k, v in pairs}
 
 
 def _value(text: str):
@@ -64,10 +67,10 @@ def _equals_zarr(block, path: str, lo: int) -> bool:
 
 
 def _config(keys: list[str]) -> dict:
-    """On a worker: this package's settings ``keys`` as the worker sees them."""
+    """On a worker: the dask config ``keys`` as the worker sees them."""
     import dask
 
-    return {k: dask.config.get(f"zarr_dask_gpu.{k}") for k in keys}
+    return {k: dask.config.get(k) for k in keys}
 
 
 def _check_all(client, path: str, y) -> None:
@@ -125,7 +128,7 @@ def run(
     for n, protocol in runs:
         settings = _settings(variant)
         # set before the cluster starts: its nannies hand this process's config to their workers
-        config = dask.config.set({f"zarr_dask_gpu.{k}": _value(v) for k, v in settings.items()})
+        config = dask.config.set({k: _value(v) for k, v in settings.items()})
         with config, _cluster(device, n, protocol, threads) as cluster, connect(cluster) as client:
             times = []
             for i in range(5):  # the first pass warms workers, kernels and the page cache; best of the rest
@@ -140,7 +143,9 @@ def run(
             for addrs in client.who_has(y).values():
                 for w in addrs:
                     per_worker[w] += 1
+            t0 = time.perf_counter()
             _check_all(client, path, y)
+            check_s = time.perf_counter() - t0
             seen = client.run(_config, list(settings))
             row = {
                 "workers": n,
@@ -153,6 +158,7 @@ def run(
                 "pass_seconds": [round(t, 4) for t in times],
                 "blocks": x.npartitions,
                 "blocks_per_worker": sorted(per_worker.values()),
+                "check_seconds": round(check_s, 1),
             }
             if n == runs[-1][0] and not variant:
                 _moves(a, y, n, row)

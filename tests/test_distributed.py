@@ -74,4 +74,5 @@ def test_scaling_script_runs_on_cpu_worker_processes(tmp_path):
     plain, last = rows[len(counts) - 1], rows[-1]
     assert plain["mean_max_abs_err"] < 1e-3 and plain["rechunk_s"] > 0 and "rechunk_s" not in last
     assert (last["blocks"], plain["blocks"]) == (4, 8)  # 64 MiB in 4 blocks a thread, on 1 thread
-    assert last["worker_settings"] == [{"cpu-threads": 1, "read-slots": 1}] * last["workers"]
+    seen = {"zarr_dask_gpu.cpu-threads": 1, "zarr_dask_gpu.read-slots": 1}
+    assert last["worker_settings"] == [seen] * last["workers"]
