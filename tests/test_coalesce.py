@@ -86,6 +86,25 @@ def test_a_member_that_leaves_without_submitting_releases_the_others():
     assert run.calls == [("zstd", [5])]
 
 
+def test_a_call_starts_once_most_items_are_pending_while_other_members_read():
+    run = Recorder()
+    c = Coalescer(run)
+    first_two = threading.Event()
+
+    def body(k):
+        if k >= 2:  # still reading until the first two members' call has run
+            assert first_two.wait(5)
+        got = c.submit("zstd", k, most=2)
+        if k < 2:
+            first_two.set()
+        return got
+
+    assert as_members(c, 6, body) == [("zstd", 2 * k) for k in range(6)]
+    calls = [sorted(items) for _, items in run.calls]
+    assert calls[0] == [0, 1] and sorted(i for c in calls[1:] for i in c) == [2, 3, 4, 5]
+    assert all(len(c) <= 2 for c in calls)
+
+
 def test_one_call_per_key():
     run = Recorder()
     c = Coalescer(run)
@@ -116,7 +135,8 @@ def test_a_single_task_outside_others_runs_at_once():
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_random_tasks_all_get_their_own_results(seed):
+@pytest.mark.parametrize("most", [0, 1, 3])
+def test_random_tasks_all_get_their_own_results(seed, most):
     rng = random.Random(seed)
     plans = [[(rng.choice("ab"), rng.randrange(1000)) for _ in range(rng.randrange(4))] for _ in range(16)]
     delays = [[rng.uniform(0, 0.02) for _ in p] for p in plans]
@@ -128,9 +148,10 @@ def test_random_tasks_all_get_their_own_results(seed):
         with c.member():
             for (key, item), d in zip(plans[k], delays[k], strict=True):
                 time.sleep(d)
-                got.append(c.submit(key, item))
+                got.append(c.submit(key, item, most))
         return got
 
     assert run_threads(task, 16) == [[(key, 2 * item) for key, item in p] for p in plans]
     submitted = sorted(x for p in plans for x in p)
     assert sorted((key, i) for key, items in run.calls for i in items) == submitted
+    assert not most or max(len(items) for _, items in run.calls) <= most

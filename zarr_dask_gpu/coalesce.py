@@ -21,10 +21,10 @@ class Coalescer[T, R]:
 
     A task enters ``member`` before the work that leads to its submissions (its reads) and leaves it
     after its last one. A submitted item waits until no member is on its way, that is, every member
-    waits in ``submit`` or has left; then one of the waiting threads runs all pending items of its key
-    in one call of ``run(key, items)`` (which returns one result per item), and each submitter gets its
-    own result, or the call's exception. A thread counts as on its way again once its ``submit``
-    returns, so a task may submit several times.
+    waits in ``submit`` or has left, or until ``most`` items of its key are pending; then one of the
+    waiting threads runs all pending items of its key in one call of ``run(key, items)`` (which
+    returns one result per item), and each submitter gets its own result, or the call's exception. A
+    thread counts as on its way again once its ``submit`` returns, so a task may submit several times.
 
     nvCOMP decodes a chunk per thread block: a call with a wave's worth of chunks takes about as long
     as a call of one task's, and one call of many tasks' chunks ends sooner than as many concurrent
@@ -49,15 +49,19 @@ class Coalescer[T, R]:
                 self._on_way -= 1
                 self._cv.notify_all()
 
-    def submit(self, key: Hashable, item: T) -> R:
+    def submit(self, key: Hashable, item: T, most: int = 0) -> R:
         """``item``'s result from a call of ``run`` with every item of ``key`` pending when no member is
-        on its way; called inside ``member``."""
+        on its way, or once ``most`` are pending (0: no such bound); called inside ``member``.
+
+        A bound lets a call start while later members still read: a worker streaming many tasks
+        then decodes some while others read, rather than all reading, then all decoding."""
         entry: _Entry[T, R] = _Entry(item)
         with self._cv:
-            self._pending.setdefault(key, []).append(entry)
+            pending = self._pending.setdefault(key, [])
+            pending.append(entry)
             self._on_way -= 1
             self._cv.notify_all()
-            while not entry.taken and self._on_way > 0:
+            while not entry.taken and self._on_way > 0 and not 0 < most <= len(pending):
                 self._cv.wait()
             batch = None if entry.taken else self._pending.pop(key)
             for e in batch or ():

@@ -33,6 +33,9 @@ DEFAULTS: dict[str, Any] = {
     # task then decoding has read and checked its chunks: nvCOMP decodes a chunk per thread block, so
     # one call of many tasks' chunks ends sooner than as many concurrent calls
     "coalesce-decodes": True,
+    # ... and a joined call is made once this many tasks' calls are ready (0: once every task then
+    # decoding is), so that a worker streaming many tasks decodes some while the next ones read
+    "coalesce-tasks": 0,
     # tasks of a process reading at once on the GPU path (0: all): fewer finish their reads sooner
     # and decode while the others read
     "read-slots": 4,

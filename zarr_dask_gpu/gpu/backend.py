@@ -259,7 +259,7 @@ class GpuBackend:
             # a joined call that raised (scratch too large for many tasks' chunks) is retried alone,
             # so that each task gets its own outcome
             with contextlib.suppress(Exception):
-                return _coalescer().submit(compression, batch)
+                return _coalescer().submit(compression, batch, int(config.get("coalesce-tasks")))
         return _decode_joined(compression, [batch])[0]
 
 
