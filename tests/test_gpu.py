@@ -107,21 +107,23 @@ def test_large_batch_in_one_task(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "call_bytes,read_slots,staging,host_below,coalesce",
+    "call_bytes,read_slots,staging,host_below,coalesce,tasks",
     [
-        (None, 0, "device", "1MiB", True),
-        (None, 0, "device", "1MiB", False),
-        ("64KiB", 0, "device", "1MiB", True),
-        (None, 2, "device", "1MiB", True),
-        (None, 4, "host", "1MiB", True),
-        (None, 4, "host", 0, True),
+        (None, 0, "device", "1MiB", True, 0),
+        (None, 0, "device", "1MiB", True, 4),
+        (None, 0, "device", "1MiB", False, 0),
+        ("64KiB", 0, "device", "1MiB", True, 0),
+        (None, 2, "device", "1MiB", True, 1),
+        (None, 4, "host", "1MiB", True, 4),
+        (None, 4, "host", 0, True, 3),
     ],
 )
 def test_concurrent_tasks_of_several_codecs_read_correctly(
-    tmp_path, call_bytes, read_slots, staging, host_below, coalesce
+    tmp_path, call_bytes, read_slots, staging, host_below, coalesce, tasks
 ):
     """Tasks of arrays with different codecs (raw and blosc among them) and chunk sizes run at once,
-    each on its own stream, with their nvCOMP calls joined or each task's own, a task's batch in one
+    each on its own stream, with their nvCOMP calls joined (of every task decoding at once, or of
+    at most ``coalesce-tasks``) or each task's own, a task's batch in one
     call or split into calls of about one chunk, with all tasks or two at a time reading, and with
     the compressed chunks staged in device memory or in pinned host memory (POSIX or kvikio reads)
     the kernels read over the bus, held until each task's stream is done; every block must still be
@@ -156,6 +158,7 @@ def test_concurrent_tasks_of_several_codecs_read_correctly(
         "staging": staging,
         "host-read-below": host_below,
         "coalesce-decodes": coalesce,
+        "coalesce-tasks": tasks,
     }
     with dask.config.set({f"zarr_dask_gpu.{k}": v for k, v in settings.items()}):
 
@@ -170,7 +173,8 @@ def test_concurrent_tasks_of_several_codecs_read_correctly(
 def test_tasks_decoding_at_once_share_one_nvcomp_call(tmp_path, monkeypatch):
     """With ``coalesce-decodes`` four tasks decoding at once make one nvCOMP call of their 16 chunks,
     each task still getting its own values; a fifth, with a damaged chunk, raises its own error
-    naming the key without holding them up. With the setting off each task makes its own call."""
+    naming the key without holding them up. With ``coalesce-tasks`` 2 they make two calls of two
+    tasks each, without waiting for a task still on its way; with the setting off each makes its own."""
     import contextlib
     import time
     from concurrent.futures import ThreadPoolExecutor
@@ -197,11 +201,12 @@ def test_tasks_decoding_at_once_share_one_nvcomp_call(tmp_path, monkeypatch):
         return launch(compression, src, *args)
 
     monkeypatch.setattr(decompress, "launch", counted)
-    for coalesce in (True, False):
+    for coalesce, most, want in ((True, 0, [16]), (True, 2, [8, 8]), (False, 0, [4, 4, 4, 4])):
         calls.clear()
-        with dask.config.set({"zarr_dask_gpu.coalesce-decodes": coalesce}), ThreadPoolExecutor(5) as ex:
+        settings = {"zarr_dask_gpu.coalesce-decodes": coalesce, "zarr_dask_gpu.coalesce-tasks": most}
+        with dask.config.set(settings), ThreadPoolExecutor(5) as ex:
             hold = backend._coalescer().member() if coalesce else contextlib.nullcontext()
-            with hold:  # a task on its way: the joined call waits for it
+            with hold:  # a task on its way: a joined call of every task waits for it
                 futures = [
                     ex.submit(lambda i: host(x.blocks[i].compute(scheduler="sync")), i) for i in range(4)
                 ]
@@ -209,7 +214,7 @@ def test_tasks_decoding_at_once_share_one_nvcomp_call(tmp_path, monkeypatch):
                     ex.submit(damaged.compute, scheduler="sync").result()
                 time.sleep(2)  # the four read, check and wait
             np.testing.assert_array_equal(np.concatenate([f.result() for f in futures]), want)
-        assert sorted(calls) == ([16] if coalesce else [4, 4, 4, 4])
+        assert sorted(calls) == want
 
 
 def test_a_process_reading_exits_cleanly(tmp_path):

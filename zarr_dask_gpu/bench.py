@@ -182,7 +182,7 @@ def extra_dataset(
     free()
     for settings in (  # host-read-below 0: kvikio preads only
         {"host-read-below": 0},
-        {"read-slots": 2},
+        {"coalesce-tasks": 0},  # joined calls of every task then decoding, as before coalesce-tasks
         {"staging": _other_staging()},
         {"coalesce-decodes": False},  # each task's nvCOMP calls its own, as before coalescing
     ):
@@ -348,7 +348,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         {"decode-call-bytes": "64MiB"},
         {"read-slots": 0},
         {"read-slots": 2},
-        {"read-slots": 8},
+        {"coalesce-tasks": 0},
         {"staging": _other_staging()},
         {"coalesce-decodes": False},  # each task's nvCOMP calls its own, as before coalescing
     ):
