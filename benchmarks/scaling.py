@@ -125,8 +125,8 @@ def run(
 
     a = write_sample(path, int(gib * 2**30))
     rows = []
+    settings = _settings(variant)
     for n, protocol in runs:
-        settings = _settings(variant)
         # set before the cluster starts: its nannies hand this process's config to their workers
         config = dask.config.set({k: _value(v) for k, v in settings.items()})
         with config, _cluster(device, n, protocol, threads) as cluster, connect(cluster) as client:
@@ -175,7 +175,7 @@ def main() -> None:
     ucx = ["ucx"] if importlib.util.find_spec("distributed_ucxx") else []
     p.add_argument("--protocols", nargs="+", default=["tcp", *ucx], help="default: tcp, and ucx if installed")
     p.add_argument("--threads", type=int, default=16, help="threads per GPU worker")
-    p.add_argument("--variants", nargs="*", default=[], help="settings for extra TCP runs of the first size")
+    p.add_argument("--variants", nargs="*", default=[], help="extra runs (first size, protocol)")
     p.add_argument("--json", default=None)
     args = p.parse_args()
     total = _workers(args.device)
