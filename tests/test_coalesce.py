@@ -101,8 +101,8 @@ def test_a_call_starts_once_most_items_are_pending_while_other_members_read():
 
     assert as_members(c, 6, body) == [("zstd", 2 * k) for k in range(6)]
     calls = [sorted(items) for _, items in run.calls]
-    assert calls[0] == [0, 1] and sorted(i for c in calls[1:] for i in c) == [2, 3, 4, 5]
-    assert all(len(c) <= 2 for c in calls)
+    assert calls[0] == [0, 1] and sorted(i for call in calls[1:] for i in call) == [2, 3, 4, 5]
+    assert all(len(call) <= 2 for call in calls)
 
 
 def test_one_call_per_key():
