@@ -4,6 +4,7 @@
 # codecs), timeline and timeline8 (per-phase task timeline of A at 32 and 8 CUDA connections), data
 # (writes the bench's datasets named in DATA, default B), timelines (of the datasets in TIMELINES,
 # default "B C D", written by bench or data), cprobe (nvCOMP's C API: scratch and decode times),
+# zprobe (this package's zstd kernels against nvCOMP on A's chunks, each kernel timed),
 # lz4probe (nvCOMP's LZ4 on damaged blocks), checkprobe (the lz4 structure check's kernels on D),
 # readprobe (B's small reads against threads and waits), hostprobe (decoding from pinned host
 # memory), largereads (A's reads: one call against tasks' calls, kvikio threads and task size),
@@ -39,6 +40,7 @@ step data 180 python3 -c 'import argparse, sys; from zarr_dask_gpu.bench import 
 # shellcheck disable=SC2016  # expanded by the inner bash
 step timelines "${TIMELINE_TIMEOUT:-200}" bash -c 'for d in ${TIMELINES:-B C D}; do python3 benchmarks/timeline.py --path /tmp/bench-a.zarr-$d | grep -v "^    thread"; done'
 step cprobe 120 python3 benchmarks/probe_nvcomp_c.py
+step zprobe 150 python3 benchmarks/probe_zstd.py
 step lz4probe 120 python3 benchmarks/probe_lz4_damage.py
 step checkprobe 120 python3 benchmarks/probe_check.py
 step readprobe 120 python3 benchmarks/probe_small_reads.py

@@ -79,6 +79,11 @@ def run_cpu(args: argparse.Namespace) -> dict[str, Any]:
     return {"results": results, "meta": {"device": "cpu", "cpus": os.cpu_count(), "nbytes": a.nbytes}}
 
 
+def results_gpu_rows(results: dict[str, float]) -> list[str]:
+    """The rows of from_zarr_gpu's default read of dataset A, in-process (the first is the default)."""
+    return [k for k in results if k.startswith("from_zarr_gpu().persist(), in")]
+
+
 def chart(doc: dict[str, Any], path: str) -> None:
     """A horizontal bar chart of a run's GB/s rows."""
     import matplotlib
@@ -180,7 +185,9 @@ def extra_dataset(
     kept = persisting(x, args.threads, cp.cuda.Device().synchronize)
     row(f"{name}: same, cupy's pool kept between passes", timed(kept, args.repeat), a.nbytes)
     free()
+    zstd = name in ("B", "C")  # D is blosc
     for settings in (  # host-read-below 0: kvikio preads only
+        *([{"zstd-decoder": "nvcomp"}] if zstd else []),
         {"host-read-below": 0},
         {"coalesce-tasks": 0},  # joined calls of every task then decoding, as before coalesce-tasks
         {"staging": _other_staging()},
@@ -323,9 +330,15 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     results[f"task_peak_over_block, staging={other}"] = pool.total_bytes() / z.nbytes
     del z
     free()
+    with _settings({"zstd-decoder": "nvcomp"}):
+        z = read_region(info, (0,) * x.ndim, stop, "gpu", False)
+    results["task_peak_over_block, zstd-decoder=nvcomp"] = pool.total_bytes() / z.nbytes
+    del z
+    free()
     z = read_region(info, (0,) * x.ndim, stop, "gpu", False)  # from an empty pool: high-water = peak
     results["task_peak_over_block"] = pool.total_bytes() / z.nbytes
     print(f"task peak with staging={other}: {results[f'task_peak_over_block, staging={other}']:.2f}x block")
+    print(f"task peak with nvCOMP: {results['task_peak_over_block, zstd-decoder=nvcomp']:.2f}x block")
     print(
         f"one task ({len(pieces)} chunks, {z.nbytes / 2**20:.0f} MiB): kvikio read {t_read * 1e3:.0f} ms, "
         f"read+check+decode {t_decode * 1e3:.0f} ms, whole task {t_task * 1e3:.0f} ms; peak device memory "
@@ -344,6 +357,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     free()
     # the techniques, each switched off in turn (docs/performance.md)
     for settings in (
+        {"zstd-decoder": "nvcomp"},  # a frame per thread block, as before this package's zstd kernels
         {"decode-call-bytes": "128MiB"},
         {"decode-call-bytes": "64MiB"},
         {"read-slots": 0},
@@ -477,20 +491,22 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     dst = np.uint64(out.data.ptr) + np.arange(len(files), dtype=np.uint64) * np.uint64(chunk_nbytes)
     stream = cp.cuda.Stream(non_blocking=True)
 
-    def decode() -> None:  # as a task decodes: scratch query, scratch from cupy's pool, one call
-        with stream:
+    def decode(decoder: str) -> None:  # as a task decodes: scratch sized from the data, one call
+        with stream, _settings({"zstd-decoder": decoder}):
             done = decompress.launch(
                 "zstd", src, np.array(sizes), dst, np.full(len(files), chunk_nbytes), stream
             )
             stream.synchronize()
-        assert not done.failures(), done.failures()[:3]
+            assert not done.failures(), done.failures()[:3]
 
-    decode()
-    row(
-        f"ceiling: nvCOMP batched zstd decode, {len(files)} chunks in one call, on device",
-        timed(decode, args.repeat),
-    )
-    assert np.array_equal(out[:chunk_nbytes].view(np.float32).get().reshape(a.chunks), a[: a.chunks[0]])
+    for decoder, title in (("nvcomp", "ceiling: nvCOMP"), ("blocks", "this package's zstd kernels:")):
+        out.fill(0)
+        decode(decoder)
+        assert np.array_equal(out[:chunk_nbytes].view(np.float32).get().reshape(a.chunks), a[: a.chunks[0]])
+        row(
+            f"{title} batched zstd decode, {len(files)} chunks in one call, on device",
+            timed(functools.partial(decode, decoder), args.repeat),
+        )
     out = comp = None
     free()
 
@@ -522,11 +538,16 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         if name != "A":
             extra_dataset(args, name, results, row, free)
 
-    ratio = results[next(k for k in results if k.startswith("from_zarr_gpu().persist(), in"))] / results.get(
+    ratio = results[next(iter(results_gpu_rows(results)))] / results.get(
         "zarr-python enable_gpu()", float("nan")
     )
     print(f"from_zarr_gpu in-process / zarr-python enable_gpu(): {ratio:.1f}x")
     results["speedup_vs_zarr_enable_gpu"] = ratio
+    ceiling = next((v for k, v in results.items() if k.startswith("ceiling: nvCOMP")), float("nan"))
+    results["fraction_of_nvcomp_ceiling"] = results[next(iter(results_gpu_rows(results)))] / ceiling
+    print(
+        f"from_zarr_gpu in-process / the nvCOMP decode ceiling: {results['fraction_of_nvcomp_ceiling']:.2f}"
+    )
     meta = {
         "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
         "nbytes": nbytes,

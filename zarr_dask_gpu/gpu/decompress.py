@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import cupy as cp
 import numpy as np
 
+from .. import config
+from . import zstd_blocks
 from .sync import wait
 
 _NAMES = {"zstd": "Zstd", "gzip": "Gzip", "zlib": "Deflate", "lz4": "LZ4"}
@@ -89,6 +91,31 @@ class Decode:
 
 
 def launch(
+    compression: str,
+    src: np.ndarray,
+    src_sizes: np.ndarray,
+    dst: np.ndarray,
+    dst_sizes: np.ndarray,
+    stream: cp.cuda.Stream,
+) -> "Decode | zstd_blocks.Decode":
+    """Decode chunk ``i`` (``src_sizes[i]`` bytes at device address ``src[i]``) into ``dst_sizes[i]``
+    bytes at device address ``dst[i]``, in one batch on ``stream`` (the current stream): zstd by
+    this package's kernels unless ``zstd-decoder`` is "nvcomp" (the frames they leave go to nvCOMP),
+    the rest by nvCOMP."""
+    if compression == "zstd" and config.choice("zstd-decoder", ("blocks", "nvcomp")) == "blocks":
+
+        def to_nvcomp(which: np.ndarray) -> list[tuple[int, str]]:
+            done = nvcomp(
+                compression, src[which], src_sizes[which], dst[which], np.asarray(dst_sizes)[which], stream
+            )
+            wait(stream)
+            return [(int(which[j]), why) for j, why in done.failures()]
+
+        return zstd_blocks.launch(src, src_sizes, dst, dst_sizes, stream, to_nvcomp)
+    return nvcomp(compression, src, src_sizes, dst, dst_sizes, stream)
+
+
+def nvcomp(
     compression: str,
     src: np.ndarray,
     src_sizes: np.ndarray,

@@ -1,0 +1,81 @@
+"""This package's zstd kernels (``gpu/zstd.cu``) against nvCOMP on dataset A's chunks, on the device:
+one batch of every chunk and of a task's 32, each kernel's time (CUDA events), values checked against
+numcodecs. Run on the GPU host after `zarr-dask-gpu bench` wrote dataset A:
+    python3 benchmarks/probe_zstd.py [--path /tmp/bench-a.zarr] [--chunks 512]
+"""
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import cupy as cp
+import dask
+import numpy as np
+from numcodecs import Zstd
+
+from zarr_dask_gpu.bench import chunk_files
+from zarr_dask_gpu.gpu import decompress, zstd_blocks
+from zarr_dask_gpu.gpu.sync import wait
+
+p = argparse.ArgumentParser()
+p.add_argument("--path", default="/tmp/bench-a.zarr")
+p.add_argument("--chunks", type=int, default=512)
+args = p.parse_args()
+
+files = chunk_files(args.path)[: args.chunks]
+blobs = [Path(f).read_bytes() for f in files]
+nbytes = len(bytes(Zstd().decode(blobs[0])))
+starts = np.cumsum([0, *[-(-len(b) // 16) * 16 for b in blobs]])
+host = np.zeros(int(starts[-1]), np.uint8)
+for s, b in zip(starts[:-1], blobs, strict=True):
+    host[s : s + len(b)] = np.frombuffer(b, np.uint8)
+comp = cp.asarray(host)
+out = cp.empty(nbytes * len(files), np.uint8)
+stream = cp.cuda.Stream(non_blocking=True)
+print(f"{len(files)} chunks of {nbytes >> 20} MiB, {host.nbytes / 1e9:.2f} GB compressed", flush=True)
+
+events: list[tuple[str, cp.cuda.Event, cp.cuda.Event]] = []
+launch_kernel = zstd_blocks._launch
+
+
+def timed_launch(name: str, grid: int, *a: object) -> None:
+    e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+    e0.record(stream)
+    launch_kernel(name, grid, *a)
+    e1.record(stream)
+    events.append((name, e0, e1))
+
+
+def decode(n: int, decoder: str) -> float:
+    src = np.uint64(comp.data.ptr) + starts[:n].astype(np.uint64)
+    dst = np.uint64(out.data.ptr) + np.arange(n, dtype=np.uint64) * np.uint64(nbytes)
+    sizes = np.array([len(b) for b in blobs[:n]], np.uint64)
+    t0 = time.perf_counter()
+    with stream, dask.config.set({"zarr_dask_gpu.zstd-decoder": decoder}):
+        done = decompress.launch("zstd", src, sizes, dst, np.full(n, nbytes, np.uint64), stream)
+        wait(stream)
+        assert not done.failures(), done.failures()[:3]
+    return time.perf_counter() - t0
+
+
+for n in (32, len(files)):
+    for decoder in ("nvcomp", "blocks"):
+        out.fill(0)
+        decode(n, decoder)
+        for i in (0, n // 2, n - 1):
+            want = np.frombuffer(Zstd().decode(blobs[i]), np.uint8)
+            assert np.array_equal(out[i * nbytes : (i + 1) * nbytes].get(), want), (decoder, i)
+        times = sorted(decode(n, decoder) for _ in range(3))
+        print(
+            f"{decoder:7s} {n:4d} chunks: {times[0] * 1e3:7.1f} ms ({n * nbytes / times[0] / 1e9:6.2f} GB/s)",
+            flush=True,
+        )
+    zstd_blocks._launch = timed_launch
+    events.clear()
+    decode(n, "blocks")
+    zstd_blocks._launch = launch_kernel
+    stream.synchronize()
+    print("   " + ", ".join(f"{k} {cp.cuda.get_elapsed_time(a, b):.1f} ms" for k, a, b in events), flush=True)
+print("zs_count + read-back and scratch are the rest of the blocks decoder's time")
+print(f"pid {os.getpid()} done")

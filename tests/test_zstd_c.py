@@ -1,0 +1,170 @@
+"""The block-parallel zstd decoder (``gpu/zstd.cu``), compiled as C with the host compiler and run in
+the GPU's order of steps, against numcodecs (libzstd) over levels, sizes and kinds of data; damaged
+and unsupported frames get their status, never a crash (an AddressSanitizer build runs the fuzz).
+
+The GPU's warp copier is the one part not run here (the host copies sequentially); the gpu-marked
+tests run the whole decoder on the device.
+"""
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+from importlib import resources
+
+import numpy as np
+import pytest
+from numcodecs import Zstd
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+
+OK, TRUNC, HEADER, CORRUPT, SIZE, UNSUPPORTED = 0, 1, 2, 3, 4, 5
+SOURCE = resources.files("zarr_dask_gpu.gpu") / "zstd.cu"
+
+
+def _build(out, *flags: str) -> ctypes.CDLL:
+    cmd = ["cc", "-O1", "-g", "-shared", "-fPIC", *flags, "-x", "c", "-o", str(out), str(SOURCE)]
+    subprocess.run(cmd, check=True)
+    return ctypes.CDLL(str(out))
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    return _build(tmp_path_factory.mktemp("zstd") / "zs.so")
+
+
+def decode(lib, frames: list[bytes], expected: list[int]) -> tuple[np.ndarray, list[bytes]]:
+    """Each frame's status and output, decoded together in one batch."""
+    n = len(frames)
+    bufs = [np.frombuffer(f + b"\0", np.uint8).copy() for f in frames]
+    outs = [np.full(max(e, 1), 0xAB, np.uint8) for e in expected]
+    table = ctypes.c_void_p * n
+    src, dst = table(*[b.ctypes.data for b in bufs]), table(*[o.ctypes.data for o in outs])
+    sizes = np.array([len(f) for f in frames], np.int64)
+    exp = np.array(expected, np.int64)
+    status = np.full(n, -1, np.int32)
+    lib.zs_host_decode(
+        ctypes.c_longlong(n),
+        src,
+        ctypes.c_void_p(sizes.ctypes.data),
+        dst,
+        ctypes.c_void_p(exp.ctypes.data),
+        ctypes.c_void_p(status.ctypes.data),
+    )
+    return status, [o[:e].tobytes() for o, e in zip(outs, expected, strict=True)]
+
+
+def _sample(n: int, seed: int = 0) -> bytes:
+    """The benchmark's data: a smooth wave plus noise rounded to 0.1, as float32."""
+    rng = np.random.default_rng(seed)
+    t = np.linspace(0, 40 * np.pi, max(n // 4, 1), dtype=np.float32)
+    x = np.round(np.sin(t) * 10 + rng.standard_normal(t.size, dtype=np.float32), 1)
+    return x.astype("f4").tobytes()[:n]
+
+
+def _kinds(n: int, seed: int) -> dict[str, bytes]:
+    rng = np.random.default_rng(seed)
+    return {
+        "sample": _sample(n, seed),
+        "random": rng.integers(0, 256, n, dtype=np.uint8).tobytes(),
+        "zeros": bytes(n),
+        "few-values": rng.choice(np.array([0, 1, 7, 200], np.uint8), n).tobytes(),
+        "ramp": np.arange(n // 4 + 1, dtype="<i4").tobytes()[:n],
+        "text": (b"the quick brown fox jumps over the lazy dog %d; " * (n // 40 + 1))[:n],
+        "runs": np.repeat(rng.integers(0, 256, n // 97 + 1, dtype=np.uint8), 97).tobytes()[:n],
+        "mixed": (rng.integers(0, 256, n // 2, dtype=np.uint8).tobytes() + bytes(n))[:n],
+    }
+
+
+SIZES = [1, 5, 100, 1000, 4096, 65536, 131072, 131073, 400_000, 2 << 20]
+LEVELS = [-7, 1, 3, 9, 19, 22]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_decodes_what_libzstd_wrote(lib, level):
+    frames, want = [], []
+    for n in SIZES:
+        for data in _kinds(n, seed=n + level + 10).values():
+            frames.append(bytes(Zstd(level).encode(data)))
+            want.append(data)
+    status, got = decode(lib, frames, [len(w) for w in want])
+    assert (status == OK).all(), status
+    for g, w in zip(got, want, strict=True):
+        assert g == w
+
+
+def test_a_benchmark_chunk_at_the_zarr_default(lib):
+    data = _sample(8 << 20, seed=3)
+    frame = bytes(Zstd(0).encode(data))
+    status, (got,) = decode(lib, [frame], [len(data)])
+    assert status[0] == OK and got == data
+
+
+def test_frames_it_leaves_to_nvcomp(lib):
+    data = _sample(300_000)
+    one = bytes(Zstd(3).encode(data[:150_000]))
+    two = one + bytes(Zstd(3).encode(data[150_000:]))  # two frames: one chunk, concatenated
+    checksummed = bytes(Zstd(3, checksum=True).encode(data))
+    skippable = b"\x50\x2a\x4d\x18\x04\x00\x00\x00abcd" + bytes(Zstd(3).encode(data))
+    status, _ = decode(lib, [two, checksummed, skippable], [300_000, 300_000, 300_000])
+    assert list(status) == [UNSUPPORTED] * 3
+
+
+def test_sizes_that_differ_from_the_metadata(lib):
+    data = _sample(200_000)
+    frame = bytes(Zstd(3).encode(data))
+    status, _ = decode(lib, [frame, frame, frame], [200_000, 199_999, 200_001])
+    assert list(status) == [OK, SIZE, SIZE]
+
+
+def test_damaged_frames_get_a_status(lib):
+    data = _sample(600_000)
+    frame = bytes(Zstd(3).encode(data))
+    cuts = [frame[:k] for k in (0, 3, 4, 6, 10, 100, len(frame) // 2, len(frame) - 1)]
+    garbage = np.random.default_rng(1).integers(0, 256, len(frame), dtype=np.uint8).tobytes()
+    not_zstd = b"\x28\xb5\x2f\xfe" + frame[4:]
+    status, _ = decode(lib, [*cuts, garbage, not_zstd], [len(data)] * (len(cuts) + 2))
+    assert (status != OK).all(), status
+    assert status[-1] == HEADER
+
+
+FUZZ = r"""
+import sys
+import numpy as np
+sys.path.insert(0, {tests!r})
+from numcodecs import Zstd
+import test_zstd_c as t
+lib = t.ctypes.CDLL({so!r})
+rng = np.random.default_rng(7)
+frames, sizes = [], []
+for n in (3000, 70_000, 300_000):
+    for data in t._kinds(n, n).values():
+        good = bytes(Zstd(int(rng.choice([1, 3, 19]))).encode(data))
+        for _ in range(25):
+            f = bytearray(good)
+            for _ in range(int(rng.integers(1, 4))):
+                f[int(rng.integers(0, len(f)))] = int(rng.integers(0, 256))
+            frames.append(bytes(f))
+            sizes.append(n)
+status, got = t.decode(lib, frames, sizes)
+print(len(frames), int((status != 0).sum()))
+"""
+
+
+def test_fuzzed_frames_stay_in_bounds(tmp_path):
+    """Random byte changes to sound frames, decoded by an AddressSanitizer build: every read and write
+    stays inside its buffer whatever the headers claim."""
+    asan = subprocess.run(
+        ["cc", "-print-file-name=libasan.so"], capture_output=True, text=True
+    ).stdout.strip()
+    if not os.path.isabs(asan):
+        pytest.skip("no libasan")
+    so = tmp_path / "zs_asan.so"
+    _build(so, "-fsanitize=address", "-fno-omit-frame-pointer")
+    code = FUZZ.format(tests=os.path.dirname(__file__), so=str(so))
+    env = {**os.environ, "LD_PRELOAD": asan, "ASAN_OPTIONS": "detect_leaks=0"}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    total, flagged = map(int, run.stdout.split())
+    assert total == 600 and flagged > total // 2

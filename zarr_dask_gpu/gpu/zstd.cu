@@ -1,0 +1,908 @@
+// A zstd decoder that splits a frame's work by zstd block (RFC 8878), for chunks of many blocks.
+//
+// nvCOMP decodes a frame in one thread block, block after block: an 8 MiB zarr chunk is 64 zstd blocks
+// and about a million sequences, 130 ms on an H200 however many chunks run beside it. Here the frames'
+// block headers are walked first (a thread a frame), then every block's tables, literals and sequences
+// are decoded at once (a thread a block; four a block's literals), the blocks are placed (a thread a
+// frame: output offsets, the repeat offsets each block starts with), and a thread block a frame copies
+// literals and matches, 128 sequences a step. Frames this decoder does not take (dictionaries,
+// checksums, several frames, content over 64 MiB) are reported as ZS_UNSUPPORTED for nvCOMP.
+//
+// The same source compiles as C on the host (tests/test_zstd_c.py), where each kernel's items run one
+// after another and the copier's steps are played sequentially.
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef long long i64;
+typedef unsigned long long u64;
+
+#ifdef __CUDACC__
+#define ZD __device__
+#else
+#define ZD static
+#define __constant__
+#endif
+
+#define ZS_OK 0
+#define ZS_TRUNC 1
+#define ZS_HEADER 2
+#define ZS_CORRUPT 3
+#define ZS_SIZE 4
+#define ZS_UNSUPPORTED 5
+#define ZS_OFFSET 6
+
+#define ZS_BLOCK_MAX 131072
+#define ZS_MAX_CONTENT (1 << 26)  // offsets < 2^26 fit a sequence's 27-bit offset field
+#define ZS_HUF_MAX_BITS 11
+#define ZS_HUF_ENTRIES (1 << ZS_HUF_MAX_BITS)
+#define ZS_FSE_ENTRIES 512  // accuracy log 9 at most
+#define ZS_SYMBOLIC (1u << 27)  // a repeat offset known only relative to the block's incoming history
+
+typedef struct {
+    i64 src;      // offset of the block's content in its frame
+    i64 lit;      // offset of its literals in the literal scratch
+    i64 seq;      // index of its first sequence in the sequence scratch
+    i64 out;      // offset of its output in its frame's output (zs_place)
+    int chunk;  // its frame
+    int type, size, dsize;  // block type (0 raw, 1 RLE, 2 compressed), Block_Size, decoded bytes
+    int lit_type, lit_streams, lit_size, lit_hdr, lit_csize;
+    int huf, huf_start, huf_bits;  // block whose Huffman table the literals use; streams' offset
+    int nseq, seq_at, bits_at, modes;
+    int def[3], fse_log[3];  // blocks whose LL, OF, ML tables this block uses; their accuracy logs
+    u32 hist_in[3], hist_out[3];  // repeat offsets at the block's start and end (ZS_SYMBOLIC: relative)
+} zblock;
+typedef char zblock_is_144_bytes[(sizeof(zblock) == 144) ? 1 : -1];
+
+__constant__ static const u32 LL_BASE[36] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18,
+    20, 22, 24, 28, 32, 40, 48, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
+__constant__ static const u8 LL_BITS[36] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2,
+    3, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+__constant__ static const u32 ML_BASE[53] = {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+    20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 37, 39, 41, 43, 47, 51, 59, 67, 83,
+    99, 131, 259, 515, 1027, 2051, 4099, 8195, 16387, 32771, 65539};
+__constant__ static const u8 ML_BITS[53] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+__constant__ static const short LL_DEFAULT[36] = {4, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 2, 2, 2,
+    2, 2, 2, 2, 2, 2, 3, 2, 1, 1, 1, 1, 1, -1, -1, -1, -1};
+__constant__ static const short OF_DEFAULT[29] = {1, 1, 1, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, -1, -1, -1, -1, -1};
+__constant__ static const short ML_DEFAULT[53] = {1, 4, 3, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1,
+    -1, -1};
+
+ZD int zs_hsb(u32 x) {  // index of the highest set bit; -1 for 0
+    int r = -1;
+    while (x) { r++; x >>= 1; }
+    return r;
+}
+
+ZD void zs_fail(int* status, int code) {
+#ifdef __CUDA_ARCH__
+    atomicCAS(status, 0, code);
+#else
+    if (*status == 0) *status = code;
+#endif
+}
+
+// ---- bit readers -----------------------------------------------------------------------------------
+
+// Backward: a stream of n bytes whose last byte's highest set bit marks its end; reads take the bits
+// below `off`, and bits before the stream's start read as zeros (the format's rule for the last states).
+// `win` caches the 64 bits from byte `lo`, refilled eight byte loads at a time as `off` passes below it.
+typedef struct { const u8* s; i64 off, n, lo; u64 win; } zback;
+
+ZD void zb_fill(zback* b, i64 bit) {  // a window holding bit `bit` and as many bits below it as fit
+    i64 hi = (bit >> 3) + 1;
+    if (hi > b->n) hi = b->n;
+    b->lo = hi - 8 > 0 ? hi - 8 : 0;
+    u64 v = 0;
+    for (i64 i = hi - 1; i >= b->lo; i--) v = (v << 8) | b->s[i];
+    b->win = v;
+}
+
+ZD int zb_init(zback* b, const u8* s, i64 n) {
+    if (n <= 0 || s[n - 1] == 0) return 0;
+    b->s = s;
+    b->n = n;
+    b->off = n * 8 - 8 + zs_hsb(s[n - 1]);
+    zb_fill(b, b->off - 1 > 0 ? b->off - 1 : 0);
+    return 1;
+}
+
+ZD u32 zb_read(zback* b, int nbits) {  // nbits <= 26
+    if (nbits == 0) return 0;
+    b->off -= nbits;
+    i64 o = b->off;
+    int k = nbits, shift = 0;
+    if (o < 0) {
+        shift = (int)-o;
+        k += (int)o;
+        o = 0;
+        if (k <= 0) return 0;
+    }
+    if (o < b->lo * 8) zb_fill(b, o + k - 1);
+    u64 v = (b->win >> (o - b->lo * 8)) & ((1ull << k) - 1);
+    return (u32)(v << shift);
+}
+
+// Forward, little-endian bit order, within [s, s + n).
+typedef struct { const u8* s; i64 n, bit; } zfwd;
+
+ZD int zf_peek(const zfwd* f, int nbits, u32* v) {
+    if (f->bit + nbits > f->n * 8) return 0;
+    u64 x = 0;
+    i64 first = f->bit >> 3, last = (f->bit + nbits - 1) >> 3;
+    for (i64 i = last; i >= first; i--) x = (x << 8) | f->s[i];
+    *v = nbits ? (u32)((x >> (f->bit & 7)) & ((1ull << nbits) - 1)) : 0;
+    return 1;
+}
+
+// ---- FSE tables: entry = symbol | nbits << 8 | new-state base << 16 ---------------------------------
+
+ZD int zs_fse_build(u32* t, const short* norm, int nsym, int log) {
+    int size = 1 << log, high = size - 1;
+    u16 next[256];
+    for (int s = 0; s < nsym; s++) {
+        if (norm[s] == -1) {
+            t[high--] = (u32)s;
+            next[s] = 1;
+        }
+    }
+    int step = (size >> 1) + (size >> 3) + 3, mask = size - 1, pos = 0;
+    for (int s = 0; s < nsym; s++) {
+        if (norm[s] <= 0) continue;
+        next[s] = (u16)norm[s];
+        for (int i = 0; i < norm[s]; i++) {
+            t[pos] = (u32)s;
+            do { pos = (pos + step) & mask; } while (pos > high);
+        }
+    }
+    if (pos != 0) return 0;
+    for (int i = 0; i < size; i++) {
+        u32 s = t[i] & 0xff;
+        u32 d = next[s]++;
+        u32 nb = (u32)(log - zs_hsb(d));
+        u32 base = ((d << nb) - (u32)size) & 0xffff;
+        t[i] = s | (nb << 8) | (base << 16);
+    }
+    return 1;
+}
+
+// An FSE table description at f (read forward); the stream continues at the next whole byte.
+ZD int zs_fse_header(zfwd* f, u32* t, int max_log, int max_sym, int* log_out) {
+    u32 v;
+    if (!zf_peek(f, 4, &v)) return 0;
+    f->bit += 4;
+    int log = (int)v + 5;
+    if (log > max_log) return 0;
+    int remaining = 1 << log, sym = 0;
+    short norm[256];
+    while (remaining > 0 && sym <= max_sym) {
+        int bits = zs_hsb((u32)remaining + 1) + 1;
+        if (!zf_peek(f, bits, &v)) return 0;
+        u32 lower = (1u << (bits - 1)) - 1, threshold = (1u << bits) - 1 - ((u32)remaining + 1);
+        if ((v & lower) < threshold) {
+            v &= lower;
+            f->bit += bits - 1;
+        } else {
+            if (v > lower) v -= threshold;
+            f->bit += bits;
+        }
+        int p = (int)v - 1;
+        remaining -= p < 0 ? -p : p;
+        norm[sym++] = (short)p;
+        if (p == 0) {
+            for (;;) {
+                if (!zf_peek(f, 2, &v)) return 0;
+                f->bit += 2;
+                for (u32 i = 0; i < v; i++) {
+                    if (sym > max_sym) return 0;
+                    norm[sym++] = 0;
+                }
+                if (v != 3) break;
+            }
+        }
+    }
+    if (remaining != 0) return 0;
+    f->bit = (f->bit + 7) & ~7ll;
+    *log_out = log;
+    return zs_fse_build(t, norm, sym, log);
+}
+
+// ---- frames and block headers (a thread a frame) ------------------------------------------------------
+
+ZD u32 zs_le32(const u8* p) { return p[0] | (p[1] << 8) | (p[2] << 16) | ((u32)p[3] << 24); }
+
+// Walks frame `d` of n bytes: counts its blocks, literal bytes and sequences into counts[0..2]; where
+// `blocks` is given, also fills the frame's records from blocks[base[0]] (literal scratch at base[1],
+// sequences at base[2]).
+ZD int zs_walk(const u8* d, i64 n, i64 expected, int chunk, i64* counts, zblock* blocks, const i64* base) {
+    if (n < 5) return ZS_TRUNC;
+    u32 magic = zs_le32(d);
+    if (magic != 0xFD2FB528u) return (magic & 0xFFFFFFF0u) == 0x184D2A50u ? ZS_UNSUPPORTED : ZS_HEADER;
+    u8 fhd = d[4];
+    if (fhd & 0x08) return ZS_HEADER;
+    int single = (fhd >> 5) & 1, flag = fhd >> 6, dict = fhd & 3;
+    int fcs = flag == 0 ? single : (1 << flag), dlen = dict == 3 ? 4 : dict, wrong = 0;
+    i64 p = 5 + (single ? 0 : 1);
+    if (p + dlen + fcs > n) return ZS_TRUNC;
+    for (int k = 0; k < dlen; k++)
+        if (d[p + k]) return ZS_UNSUPPORTED;  // a dictionary
+    p += dlen;
+    if (fcs) {
+        u64 v = 0;
+        for (int k = 0; k < fcs; k++) v |= (u64)d[p + k] << (8 * k);
+        if (fcs == 2) v += 256;
+        wrong = (i64)v != expected;  // unless more frames follow
+    }
+    p += fcs;
+    if (fhd & 0x04) return ZS_UNSUPPORTED;  // a content checksum: nvCOMP's
+    if (expected > ZS_MAX_CONTENT) return ZS_UNSUPPORTED;
+    i64 nb = 0, lits = 0, seqs = 0, least = 0;
+    i64 huf = -1, def[3] = {-1, -1, -1};
+    for (;;) {
+        if (p + 3 > n) return ZS_TRUNC;
+        u32 bh = d[p] | (d[p + 1] << 8) | (d[p + 2] << 16);
+        p += 3;
+        int last = bh & 1, type = (bh >> 1) & 3, size = (int)(bh >> 3);
+        if (type == 3 || size > ZS_BLOCK_MAX) return ZS_CORRUPT;
+        i64 clen = type == 1 ? 1 : size;
+        if (p + clen > n) return ZS_TRUNC;
+        i64 me = blocks ? base[0] + nb : 0;
+        zblock r;
+        r.src = p;
+        r.chunk = chunk;
+        r.type = type;
+        r.size = size;
+        r.dsize = type == 2 ? 0 : size;
+        r.lit_type = r.lit_streams = r.lit_size = r.lit_hdr = r.lit_csize = 0;
+        r.huf = -1;
+        r.huf_start = r.huf_bits = r.nseq = r.seq_at = r.bits_at = r.modes = 0;
+        r.lit = (blocks ? base[1] : 0) + lits;
+        r.seq = (blocks ? base[2] : 0) + seqs;
+        r.out = 0;
+        for (int k = 0; k < 3; k++) {
+            r.def[k] = -1;
+            r.fse_log[k] = 0;
+            r.hist_in[k] = r.hist_out[k] = ZS_SYMBOLIC | ((u32)k << 25);
+        }
+        if (type != 2) {
+            least += size;
+        } else {
+            const u8* b = d + p;
+            if (size < 2) return ZS_CORRUPT;
+            int lt = b[0] & 3, sf = (b[0] >> 2) & 3, hs, rs, cs, streams = 1;
+            if (lt < 2) {
+                hs = sf == 1 ? 2 : (sf == 3 ? 3 : 1);
+                if (hs > size) return ZS_CORRUPT;
+                rs = sf == 1 ? (b[0] >> 4) + (b[1] << 4)
+                             : (sf == 3 ? (b[0] >> 4) + (b[1] << 4) + (b[2] << 12) : b[0] >> 3);
+                cs = lt == 0 ? rs : 1;
+            } else {
+                hs = sf < 2 ? 3 : (sf == 2 ? 4 : 5);
+                if (hs > size) return ZS_CORRUPT;
+                u64 h = 0;
+                for (int k = 0; k < hs; k++) h |= (u64)b[k] << (8 * k);
+                if (sf < 2) {
+                    rs = (int)((h >> 4) & 0x3FF);
+                    cs = (int)((h >> 14) & 0x3FF);
+                } else if (sf == 2) {
+                    rs = (int)((h >> 4) & 0x3FFF);
+                    cs = (int)((h >> 18) & 0x3FFF);
+                } else {
+                    rs = (int)((h >> 4) & 0x3FFFF);
+                    cs = (int)((h >> 22) & 0x3FFFF);
+                }
+                streams = sf == 0 ? 1 : 4;
+                if (lt == 2) huf = me;
+                else if (huf < 0) return ZS_CORRUPT;  // a repeated Huffman table with none before
+                r.huf = (int)huf;
+                if (cs < 1 || (streams == 4 && cs < 10)) return ZS_CORRUPT;
+            }
+            if (rs > ZS_BLOCK_MAX || (i64)hs + cs >= size) return ZS_CORRUPT;
+            int q = hs + cs, nseq, at;
+            int b0 = b[q];
+            if (b0 < 128) {
+                nseq = b0;
+                at = q + 1;
+            } else if (b0 < 255) {
+                if (q + 2 > size) return ZS_CORRUPT;
+                nseq = ((b0 - 128) << 8) + b[q + 1];
+                at = q + 2;
+            } else {
+                if (q + 3 > size) return ZS_CORRUPT;
+                nseq = b[q + 1] + (b[q + 2] << 8) + 0x7F00;
+                at = q + 3;
+            }
+            r.lit_type = lt;
+            r.lit_streams = streams;
+            r.lit_size = rs;
+            r.lit_hdr = hs;
+            r.lit_csize = cs;
+            r.nseq = nseq;
+            if (nseq) {
+                if (at >= size) return ZS_CORRUPT;
+                int modes = b[at++];
+                if (modes & 3) return ZS_CORRUPT;
+                for (int k = 0; k < 3; k++) {
+                    int m = (modes >> (6 - 2 * k)) & 3;
+                    if (m != 3) def[k] = me;
+                    else if (def[k] < 0) return ZS_CORRUPT;  // a repeated table with none before
+                    r.def[k] = (int)def[k];
+                }
+                r.modes = modes;
+            } else if (at != size) {
+                return ZS_CORRUPT;
+            }
+            r.seq_at = at;
+            least += (i64)rs + 3 * (i64)nseq;  // every match is 3 bytes or more
+            if ((i64)rs + 3 * (i64)nseq > ZS_BLOCK_MAX) return ZS_CORRUPT;
+            lits += rs;
+            seqs += nseq;
+        }
+        if (least > expected) return ZS_SIZE;
+        if (blocks) blocks[me] = r;
+        nb++;
+        p += clen;
+        if (last) break;
+    }
+    if (p != n) return ZS_UNSUPPORTED;  // more frames (or bytes nvCOMP is left to judge)
+    if (wrong) return ZS_SIZE;
+    counts[0] = nb;
+    counts[1] = lits;
+    counts[2] = seqs;
+    return ZS_OK;
+}
+
+// ---- a block's tables (a thread a block) -----------------------------------------------------------------
+
+ZD int zs_huf_table(const u8* b, int n, u16* t, int* bits_out, int* used) {
+    if (n < 1) return 0;
+    int h = b[0], nw;
+    u8 w[256];
+    if (h >= 128) {
+        nw = h - 127;
+        if (1 + (nw + 1) / 2 > n) return 0;
+        for (int i = 0; i < nw; i++) w[i] = i % 2 == 0 ? b[1 + i / 2] >> 4 : b[1 + i / 2] & 15;
+        *used = 1 + (nw + 1) / 2;
+    } else {
+        if (h == 0 || 1 + h > n) return 0;
+        zfwd f = {b + 1, h, 0};
+        u32 ft[128];
+        int log;
+        if (!zs_fse_header(&f, ft, 7, 255, &log)) return 0;
+        zback s;
+        if (!zb_init(&s, b + 1 + f.bit / 8, h - f.bit / 8)) return 0;
+        u32 s1 = zb_read(&s, log), s2 = zb_read(&s, log);
+        nw = 0;
+        for (;;) {
+            if (nw >= 255) return 0;
+            w[nw++] = (u8)(ft[s1] & 0xff);
+            s1 = (ft[s1] >> 16) + zb_read(&s, (ft[s1] >> 8) & 0xff);
+            if (s.off < 0) {
+                if (nw >= 255) return 0;
+                w[nw++] = (u8)(ft[s2] & 0xff);
+                break;
+            }
+            if (nw >= 255) return 0;
+            w[nw++] = (u8)(ft[s2] & 0xff);
+            s2 = (ft[s2] >> 16) + zb_read(&s, (ft[s2] >> 8) & 0xff);
+            if (s.off < 0) {
+                if (nw >= 255) return 0;
+                w[nw++] = (u8)(ft[s1] & 0xff);
+                break;
+            }
+        }
+        *used = 1 + h;
+    }
+    u32 sum = 0;
+    for (int i = 0; i < nw; i++) {
+        if (w[i] > ZS_HUF_MAX_BITS) return 0;
+        sum += w[i] ? 1u << (w[i] - 1) : 0;
+    }
+    if (sum == 0) return 0;
+    int maxb = zs_hsb(sum) + 1;
+    u32 left = (1u << maxb) - sum;
+    if (left & (left - 1)) return 0;
+    w[nw] = (u8)(zs_hsb(left) + 1);
+    int nsym = nw + 1;
+    if (maxb > ZS_HUF_MAX_BITS) return 0;
+    u8 nbits[256];
+    u32 rank_count[ZS_HUF_MAX_BITS + 2], rank_idx[ZS_HUF_MAX_BITS + 2];
+    for (int i = 0; i <= ZS_HUF_MAX_BITS + 1; i++) rank_count[i] = 0;
+    int tb = 0;
+    for (int i = 0; i < nsym; i++) {
+        nbits[i] = w[i] ? (u8)(maxb + 1 - w[i]) : 0;
+        if (nbits[i] > tb) tb = nbits[i];
+        rank_count[nbits[i]]++;
+    }
+    rank_idx[tb] = 0;
+    for (int i = tb; i >= 1; i--) {
+        rank_idx[i - 1] = rank_idx[i] + rank_count[i] * (1u << (tb - i));
+        for (u32 k = rank_idx[i]; k < rank_idx[i - 1]; k++) t[k] = (u16)(i << 8);
+    }
+    if (rank_idx[0] != (1u << tb)) return 0;
+    for (int i = 0; i < nsym; i++) {
+        if (!nbits[i]) continue;
+        u32 code = rank_idx[nbits[i]], len = 1u << (tb - nbits[i]);
+        for (u32 k = code; k < code + len; k++) t[k] = (u16)((t[k] & 0xff00) | i);
+        rank_idx[nbits[i]] += len;
+    }
+    *bits_out = tb;
+    return 1;
+}
+
+ZD void zs_tables_item(i64 i, const u8* const* src, zblock* blocks, u16* huf, u32* fse, int* status) {
+    zblock* r = blocks + i;
+    if (r->type != 2 || status[r->chunk]) return;
+    const u8* b = src[r->chunk] + r->src;
+    if (r->lit_type >= 2) {
+        int used = 0;
+        if (r->lit_type == 2 &&
+            !zs_huf_table(b + r->lit_hdr, r->lit_csize, huf + i * ZS_HUF_ENTRIES, &r->huf_bits, &used)) {
+            zs_fail(status + r->chunk, ZS_CORRUPT);
+            return;
+        }
+        r->huf_start = r->lit_hdr + used;
+        int room = r->lit_hdr + r->lit_csize - r->huf_start;
+        if (room < (r->lit_streams == 4 ? 10 : 1)) {
+            zs_fail(status + r->chunk, ZS_CORRUPT);
+            return;
+        }
+    }
+    if (!r->nseq) return;
+    zfwd f = {b + r->seq_at, r->size - r->seq_at, 0};
+    const short* dflt[3] = {LL_DEFAULT, OF_DEFAULT, ML_DEFAULT};
+    const int dn[3] = {36, 29, 53}, dlog[3] = {6, 5, 6}, maxlog[3] = {9, 8, 9}, maxsym[3] = {35, 31, 52};
+    for (int k = 0; k < 3; k++) {
+        int m = (r->modes >> (6 - 2 * k)) & 3;
+        u32* t = fse + (i * 3 + k) * ZS_FSE_ENTRIES;
+        int ok = 1;
+        if (m == 0) {
+            short norm[53];
+            for (int s = 0; s < dn[k]; s++) norm[s] = dflt[k][s];
+            ok = zs_fse_build(t, norm, dn[k], dlog[k]);
+            r->fse_log[k] = dlog[k];
+        } else if (m == 1) {
+            u32 v = 0;
+            ok = zf_peek(&f, 8, &v) && (int)v <= maxsym[k];
+            f.bit += 8;
+            t[0] = v;  // one state, no bits, base 0
+            r->fse_log[k] = 0;
+        } else if (m == 2) {
+            ok = zs_fse_header(&f, t, maxlog[k], maxsym[k], &r->fse_log[k]);
+        } else {
+            r->fse_log[k] = -1;  // blocks[def].fse_log, read when decoding
+        }
+        if (!ok) {
+            zs_fail(status + r->chunk, ZS_CORRUPT);
+            return;
+        }
+    }
+    r->bits_at = r->seq_at + (int)(f.bit / 8);
+    if (r->bits_at >= r->size) zs_fail(status + r->chunk, ZS_CORRUPT);
+}
+
+// ---- literals (four threads a block) -------------------------------------------------------------------
+
+ZD void zs_literals_item(i64 i, const u8* const* src, const zblock* blocks, const u16* huf, u8* lits,
+                         int* status) {
+    const zblock* r = blocks + i / 4;
+    int s = (int)(i % 4);
+    if (r->type != 2 || status[r->chunk] || !r->lit_size) return;
+    const u8* b = src[r->chunk] + r->src;
+    u8* out = lits + r->lit;
+    int n = r->lit_size, seg = (n + 3) / 4;
+    if (r->lit_type < 2) {  // raw or RLE: each thread a quarter
+        int lo = s * seg, hi = lo + seg < n ? lo + seg : n;
+        for (int k = lo; k < hi; k++) out[k] = r->lit_type == 0 ? b[r->lit_hdr + k] : b[r->lit_hdr];
+        return;
+    }
+    if (r->lit_streams == 1 && s) return;
+    const zblock* h = blocks + r->huf;
+    const u16* t = huf + (i64)r->huf * ZS_HUF_ENTRIES;
+    int tb = h->huf_bits;
+    const u8* p = b + r->huf_start;
+    int total = r->lit_hdr + r->lit_csize - r->huf_start, start = 0, len = total, lo = 0, count = n;
+    if (r->lit_streams == 4) {
+        int l0 = p[0] | (p[1] << 8), l1 = p[2] | (p[3] << 8), l2 = p[4] | (p[5] << 8);
+        int l3 = total - 6 - l0 - l1 - l2;
+        if (l3 < 1) {
+            zs_fail(status + r->chunk, ZS_CORRUPT);
+            return;
+        }
+        int lens[4] = {l0, l1, l2, l3};
+        start = 6;
+        for (int k = 0; k < s; k++) start += lens[k];
+        len = lens[s];
+        lo = s * seg;
+        count = s < 3 ? seg : n - 3 * seg;
+        if (count < 0) {
+            zs_fail(status + r->chunk, ZS_CORRUPT);
+            return;
+        }
+    }
+    zback bs;
+    if (!zb_init(&bs, p + start, len)) {
+        zs_fail(status + r->chunk, ZS_CORRUPT);
+        return;
+    }
+    u32 mask = (1u << tb) - 1, state = zb_read(&bs, tb);
+    for (int k = 0; k < count; k++) {
+        u16 e = t[state];
+        int nb = e >> 8;
+        out[lo + k] = (u8)(e & 0xff);
+        state = ((state << nb) + zb_read(&bs, nb)) & mask;
+    }
+    if (bs.off != -tb) zs_fail(status + r->chunk, ZS_CORRUPT);
+}
+
+// ---- sequences (a thread a block) --------------------------------------------------------------------------
+// A sequence: literal length (18 bits), match length (18 bits), offset (28 bits: the offset, or
+// ZS_SYMBOLIC | slot << 25 | d for "slot j of the block's incoming repeat offsets, minus d").
+
+ZD u32 zs_minus1(u32 h) { return (h & ZS_SYMBOLIC) ? h + 1 : (h ? h - 1 : 0); }
+
+ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u32* fse, u64* seqs,
+                          int* status) {
+    zblock* r = blocks + i;
+    if (r->type != 2 || status[r->chunk]) return;
+    u32 h0 = r->hist_in[0], h1 = r->hist_in[1], h2 = r->hist_in[2];
+    i64 total = r->lit_size;
+    if (r->nseq) {
+        const u8* b = src[r->chunk] + r->src;
+        const u32* t[3];
+        int log[3];
+        for (int k = 0; k < 3; k++) {
+            t[k] = fse + ((i64)r->def[k] * 3 + k) * ZS_FSE_ENTRIES;
+            log[k] = blocks[r->def[k]].fse_log[k];
+            if (log[k] < 0) {
+                zs_fail(status + r->chunk, ZS_CORRUPT);
+                return;
+            }
+        }
+        zback bs;
+        if (!zb_init(&bs, b + r->bits_at, r->size - r->bits_at)) {
+            zs_fail(status + r->chunk, ZS_CORRUPT);
+            return;
+        }
+        u32 sl = zb_read(&bs, log[0]), so = zb_read(&bs, log[1]), sm = zb_read(&bs, log[2]);
+        i64 litsum = 0;
+        u64* out = seqs + r->seq;
+        for (int k = 0; k < r->nseq; k++) {
+            u32 el = t[0][sl], eo = t[1][so], em = t[2][sm];
+            u32 lc = el & 0xff, oc = eo & 0xff, mc = em & 0xff;
+            if (lc > 35 || mc > 52 || oc > 26) {
+                zs_fail(status + r->chunk, ZS_CORRUPT);
+                return;
+            }
+            u32 ofv = (1u << oc) + zb_read(&bs, (int)oc);
+            u32 ml = ML_BASE[mc] + zb_read(&bs, ML_BITS[mc]);
+            u32 ll = LL_BASE[lc] + zb_read(&bs, LL_BITS[lc]);
+            if (k != r->nseq - 1) {
+                sl = (el >> 16) + zb_read(&bs, (el >> 8) & 0xff);
+                sm = (em >> 16) + zb_read(&bs, (em >> 8) & 0xff);
+                so = (eo >> 16) + zb_read(&bs, (eo >> 8) & 0xff);
+            }
+            u32 off;
+            if (ofv > 3) {
+                off = ofv - 3;
+                h2 = h1;
+                h1 = h0;
+                h0 = off;
+            } else {
+                u32 idx = ofv - 1 + (ll == 0);
+                if (idx == 0) {
+                    off = h0;
+                } else {
+                    off = idx == 1 ? h1 : (idx == 2 ? h2 : zs_minus1(h0));
+                    if (idx > 1) h2 = h1;
+                    h1 = h0;
+                    h0 = off;
+                }
+            }
+            litsum += ll;
+            total += ml;
+            if (litsum > r->lit_size || total > ZS_BLOCK_MAX) {
+                zs_fail(status + r->chunk, ZS_CORRUPT);
+                return;
+            }
+            out[k] = (u64)ll | ((u64)ml << 18) | ((u64)off << 36);
+        }
+        if (bs.off != 0) {
+            zs_fail(status + r->chunk, ZS_CORRUPT);
+            return;
+        }
+    }
+    r->dsize = (int)total;
+    r->hist_out[0] = h0;
+    r->hist_out[1] = h1;
+    r->hist_out[2] = h2;
+}
+
+// ---- placing a frame's blocks (a thread a frame) -----------------------------------------------------------
+
+ZD u32 zs_resolve(u32 h, const u32* in) {
+    if (!(h & ZS_SYMBOLIC)) return h;
+    i64 v = (i64)in[(h >> 25) & 3] - (i64)(h & 0x1FFFFFF);
+    return v > 0 ? (u32)v : 0;  // 0: an offset no match may use
+}
+
+ZD void zs_place_item(i64 c, const i64* base, const i64* counts, zblock* blocks, const i64* expected,
+                      int* status) {
+    if (status[c]) return;
+    u32 hist[3] = {1, 4, 8};
+    i64 at = 0;
+    for (i64 i = base[3 * c]; i < base[3 * c] + counts[3 * c]; i++) {
+        zblock* r = blocks + i;
+        r->out = at;
+        at += r->dsize;
+        u32 next[3];
+        for (int k = 0; k < 3; k++) {
+            r->hist_in[k] = hist[k];
+            next[k] = zs_resolve(r->hist_out[k], hist);
+        }
+        for (int k = 0; k < 3; k++) hist[k] = next[k];
+    }
+    if (at != expected[c]) zs_fail(status + c, ZS_SIZE);
+}
+
+// ---- copying: a thread block a frame, 128 sequences a step ---------------------------------------------------
+// 95% of the benchmark's output bytes come, through chains of matches, from earlier zstd blocks (the
+// window is 2 MiB), so a frame is copied in order. Within a step no byte waits for another: each byte's
+// value is found through the step's table of sequences (a literal, or a byte written before the step),
+// so the step's bytes are written in any order, by any thread.
+
+#define ZS_STEP 256
+typedef struct {
+    int ostart[ZS_STEP + 1];  // a sequence's output offset in the step; ostart[n]: the step's length
+    int mstart[ZS_STEP];      // its match's offset in the step
+    int lstart[ZS_STEP];      // its literals' offset in the block's literals
+    int off[ZS_STEP];
+    int n;
+} zstep;
+
+ZD int zs_find(const zstep* s, int hi, int p) {  // the sequence j <= hi holding step byte p
+    int lo = 0;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (s->ostart[mid] <= p) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+// The value of byte p of the step, which lies in sequence j: a literal, or a byte written before the step
+// (`before` points at the step's start). A match's byte comes from its first period (it may overlap
+// itself); a source inside the step is looked up again, further back each time.
+ZD u8 zs_byte(const zstep* s, int j, int p, const u8* lit, const u8* before) {
+    for (;;) {
+        int m = s->mstart[j];
+        if (p < m) return lit[s->lstart[j] + p - s->ostart[j]];
+        int o = s->off[j], q = p - m < o ? p - o : m - o + (p - m) % o;
+        if (q < 0) return before[q];
+        j = zs_find(s, j, q);
+        p = q;
+    }
+}
+
+// Bytes [p0, p1) of the step, from sequence j on: eight values read before any is written.
+ZD void zs_put(const zstep* s, int j, int p0, int p1, const u8* lit, u8* at) {
+    for (int p = p0; p < p1; p += 8) {
+        u8 v[8];
+        for (int u = 0; u < 8; u++) {
+            while (j + 1 < s->n && s->ostart[j + 1] <= p + u) j++;
+            v[u] = p + u < p1 ? zs_byte(s, j, p + u, lit, at) : 0;
+        }
+        for (int u = 0; u < 8; u++)
+            if (p + u < p1) at[p + u] = v[u];
+    }
+}
+
+#ifdef __CUDACC__
+#define ZS_FULL 0xffffffffu
+
+// Exclusive sums over the thread block of two counts packed in one 64-bit value; `all` gets the totals.
+__device__ u64 zs_scan(u64 v, u64* all, u64* warp_sums) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    u64 x = v;
+    for (int d = 1; d < 32; d <<= 1) {
+        u64 y = __shfl_up_sync(ZS_FULL, x, d);
+        if (lane >= d) x += y;
+    }
+    if (lane == 31) warp_sums[w] = x;
+    __syncthreads();
+    u64 before = 0, total = 0;
+    for (int k = 0; k < ZS_STEP / 32; k++) {
+        before += k < w ? warp_sums[k] : 0;
+        total += warp_sums[k];
+    }
+    *all = total;
+    return before + x - v;
+}
+
+__device__ void zs_copy_frame(i64 c, const i64* base, const i64* counts, const u8* const* src,
+                              const zblock* blocks, const u8* lits, const u64* seqs, u8* const* dst, int* status) {
+    __shared__ zstep s;
+    __shared__ u64 sums[ZS_STEP / 32];
+    __shared__ int bad;
+    int t = threadIdx.x;
+    u8* frame = dst[c];
+    for (i64 b = base[3 * c]; b < base[3 * c] + counts[3 * c]; b++) {
+        const zblock* r = blocks + b;
+        const u8* in = src[c] + r->src;
+        u8* out = frame + r->out;
+        if (r->type != 2) {
+            for (int k = t; k < r->size; k += ZS_STEP) out[k] = r->type == 0 ? in[k] : in[0];
+            __syncthreads();
+            continue;
+        }
+        const u8* lit = lits + r->lit;
+        int lpos = 0, opos = 0;
+        u64 next = t < r->nseq ? seqs[r->seq + t] : 0;
+        for (int g = 0; g < r->nseq; g += ZS_STEP) {
+            bool have = g + t < r->nseq;
+            u64 q = next;
+            next = g + ZS_STEP + t < r->nseq ? seqs[r->seq + g + ZS_STEP + t] : 0;  // the next step's, early
+            int ll = (int)(q & 0x3FFFF), ml = (int)((q >> 18) & 0x3FFFF);
+            u32 off = have ? zs_resolve((u32)(q >> 36), r->hist_in) : 1;
+            if (t == 0) bad = 0;
+            u64 all, x = zs_scan((u64)ll | ((u64)(ll + ml) << 32), &all, sums);
+            int a = (int)(x & 0xffffffffu), e = (int)(x >> 32);
+            int lits_in = (int)(all & 0xffffffffu), len = (int)(all >> 32);
+            if (t == 0) {
+                s.n = r->nseq - g < ZS_STEP ? r->nseq - g : ZS_STEP;
+                s.ostart[ZS_STEP] = len;
+            }
+            s.ostart[t] = have ? e : len;
+            s.mstart[t] = e + ll;
+            s.lstart[t] = lpos + a;
+            s.off[t] = (int)off;
+            if (have && (off == 0 || r->out + opos + e + ll - (i64)off < 0)) bad = 1;  // before the frame
+            __syncthreads();
+            if (bad) {
+                if (t == 0) zs_fail(status + c, ZS_OFFSET);
+                return;
+            }
+            u8* at = out + opos;
+            int per = (len + ZS_STEP - 1) / ZS_STEP, p0 = t * per, p1 = p0 + per < len ? p0 + per : len;
+            if (p0 < p1) zs_put(&s, zs_find(&s, s.n - 1, p0), p0, p1, lit, at);
+            __syncthreads();
+            opos += len;
+            lpos += lits_in;
+        }
+        for (int k = t; k < r->lit_size - lpos; k += ZS_STEP) out[opos + k] = lit[lpos + k];
+        __syncthreads();
+    }
+}
+#endif
+
+// ---- the host's copier: the same steps, one after another ------------------------------------------------
+
+#ifndef __CUDACC__
+static void zs_copy_host(i64 c, const i64* base, const i64* counts, const u8* const* src, const zblock* blocks,
+                         const u8* lits, const u64* seqs, u8* const* dst, int* status) {
+    static zstep s;
+    if (status[c]) return;
+    for (i64 b = base[3 * c]; b < base[3 * c] + counts[3 * c]; b++) {
+        const zblock* r = blocks + b;
+        const u8* in = src[c] + r->src;
+        u8* out = dst[c] + r->out;
+        if (r->type != 2) {
+            for (int k = 0; k < r->size; k++) out[k] = r->type == 0 ? in[k] : in[0];
+            continue;
+        }
+        const u8* lit = lits + r->lit;
+        int lpos = 0, opos = 0;
+        for (int g = 0; g < r->nseq; g += ZS_STEP) {
+            s.n = r->nseq - g < ZS_STEP ? r->nseq - g : ZS_STEP;
+            int a = 0, e = 0;
+            for (int t = 0; t < s.n; t++) {
+                u64 q = seqs[r->seq + g + t];
+                int ll = (int)(q & 0x3FFFF), ml = (int)((q >> 18) & 0x3FFFF);
+                u32 off = zs_resolve((u32)(q >> 36), r->hist_in);
+                if (off == 0 || r->out + opos + e + ll - (i64)off < 0) {
+                    zs_fail(status + c, ZS_OFFSET);
+                    return;
+                }
+                s.ostart[t] = e;
+                s.mstart[t] = e + ll;
+                s.lstart[t] = lpos + a;
+                s.off[t] = (int)off;
+                a += ll;
+                e += ll + ml;
+            }
+            s.ostart[s.n] = e;
+            for (int p0 = e - e % 97; p0 >= 0; p0 -= 97)  // any order: no byte of a step reads another
+                if (p0 < e) zs_put(&s, zs_find(&s, s.n - 1, p0), p0, p0 + 97 < e ? p0 + 97 : e, lit, out + opos);
+            opos += e;
+            lpos += a;
+        }
+        for (int k = 0; k < r->lit_size - lpos; k++) out[opos + k] = lit[lpos + k];
+    }
+}
+#endif
+
+#ifdef __CUDACC__
+#define ZS_ITEM i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; if (i >= n) return
+#define ZS_SRC (const u8* const*)src
+
+extern "C" {
+__global__ void zs_count(i64 n, const u64* src, const i64* sizes, const i64* expected, i64* counts,
+                         int* status) {
+    ZS_ITEM;
+    status[i] = zs_walk((const u8*)src[i], sizes[i], expected[i], (int)i, counts + 3 * i, 0, 0);
+    if (status[i]) counts[3 * i] = counts[3 * i + 1] = counts[3 * i + 2] = 0;
+}
+
+__global__ void zs_fill(i64 n, const u64* src, const i64* sizes, const i64* expected, i64* counts,
+                        const i64* base, zblock* blocks, int* status) {
+    ZS_ITEM;
+    if (!status[i]) zs_walk((const u8*)src[i], sizes[i], expected[i], (int)i, counts + 3 * i, blocks, base + 3 * i);
+}
+
+__global__ void zs_tables(i64 n, const u64* src, zblock* blocks, u16* huf, u32* fse, int* status) {
+    ZS_ITEM;
+    zs_tables_item(i, ZS_SRC, blocks, huf, fse, status);
+}
+
+__global__ void zs_literals(i64 n, const u64* src, const zblock* blocks, const u16* huf, u8* lits, int* status) {
+    ZS_ITEM;
+    zs_literals_item(i, ZS_SRC, blocks, huf, lits, status);
+}
+
+__global__ void zs_sequences(i64 n, const u64* src, zblock* blocks, const u32* fse, u64* seqs, int* status) {
+    ZS_ITEM;
+    zs_sequences_item(i, ZS_SRC, blocks, fse, seqs, status);
+}
+
+__global__ void zs_place(i64 n, const i64* base, const i64* counts, zblock* blocks, const i64* expected,
+                         int* status) {
+    ZS_ITEM;
+    zs_place_item(i, base, counts, blocks, expected, status);
+}
+
+__global__ void zs_copy(i64 n, const i64* base, const i64* counts, const u64* src, const zblock* blocks,
+                        const u8* lits, const u64* seqs, const u64* dst, int* status) {
+    if (blockIdx.x < n && !status[blockIdx.x])
+        zs_copy_frame(blockIdx.x, base, counts, ZS_SRC, blocks, lits, seqs, (u8* const*)dst, status);
+}}
+#else
+
+// The whole decode of n frames on the host, in the GPU's order of steps (tests only).
+int zs_host_decode(i64 n, const u8* const* src, const i64* sizes, u8* const* dst, const i64* expected,
+                   int* status);
+#include <stdlib.h>
+int zs_host_decode(i64 n, const u8* const* src, const i64* sizes, u8* const* dst, const i64* expected,
+                   int* status) {
+    i64* counts = (i64*)calloc(3 * n + 1, sizeof(i64));
+    i64* base = (i64*)calloc(3 * n + 1, sizeof(i64));
+    i64 tb = 0, tl = 0, ts = 0;
+    for (i64 c = 0; c < n; c++) {
+        status[c] = zs_walk(src[c], sizes[c], expected[c], (int)c, counts + 3 * c, 0, 0);
+        if (status[c]) counts[3 * c] = counts[3 * c + 1] = counts[3 * c + 2] = 0;
+        base[3 * c] = tb;
+        base[3 * c + 1] = tl;
+        base[3 * c + 2] = ts;
+        tb += counts[3 * c];
+        tl += counts[3 * c + 1];
+        ts += counts[3 * c + 2];
+    }
+    zblock* blocks = (zblock*)calloc(tb + 1, sizeof(zblock));
+    u16* huf = (u16*)calloc((tb + 1) * ZS_HUF_ENTRIES, sizeof(u16));
+    u32* fse = (u32*)calloc((tb + 1) * 3 * ZS_FSE_ENTRIES, sizeof(u32));
+    u8* lits = (u8*)calloc(tl + 1, 1);
+    u64* seqs = (u64*)calloc(ts + 1, sizeof(u64));
+    for (i64 c = 0; c < n; c++) {
+        if (!status[c]) zs_walk(src[c], sizes[c], expected[c], (int)c, counts + 3 * c, blocks, base + 3 * c);
+    }
+    for (i64 i = 0; i < tb; i++) zs_tables_item(i, src, blocks, huf, fse, status);
+    for (i64 i = 0; i < 4 * tb; i++) zs_literals_item(i, src, blocks, huf, lits, status);
+    for (i64 i = 0; i < tb; i++) zs_sequences_item(i, src, blocks, fse, seqs, status);
+    for (i64 c = 0; c < n; c++) zs_place_item(c, base, counts, blocks, expected, status);
+    for (i64 c = 0; c < n; c++) zs_copy_host(c, base, counts, src, blocks, lits, seqs, dst, status);
+    free(counts); free(base); free(blocks); free(huf); free(fse); free(lits); free(seqs);
+    return 0;
+}
+#endif
