@@ -39,10 +39,10 @@ events: list[tuple[str, cp.cuda.Event, cp.cuda.Event]] = []
 launch_kernel = zstd_blocks._launch
 
 
-def timed_launch(name: str, grid: int, *a: object) -> None:
+def timed_launch(name: str, grid: int, *a: object, threads: int = zstd_blocks._THREADS) -> None:
     e0, e1 = cp.cuda.Event(), cp.cuda.Event()
     e0.record(stream)
-    launch_kernel(name, grid, *a)
+    launch_kernel(name, grid, *a, threads=threads)
     e1.record(stream)
     events.append((name, e0, e1))
 

@@ -101,8 +101,7 @@ def launch(
         # a warp per thread block: a task's 2048 zstd blocks spread over 64 SMs, not 16
         _run("zs_sequences", blocks, src_d, rec, fse, seq, status, threads=32)
         _run("zs_place", n, base_d, counts, rec, expected_d, status)
-        _launch(
-            "zs_copy", n, np.int64(n), base_d, counts, src_d, rec, lit, seq, dst_d, status
-        )  # a frame each
+        copy = (np.int64(n), base_d, counts, src_d, rec, lit, seq, dst_d, status)
+        _launch("zs_copy", n, *copy, threads=_STEP)  # a thread block a frame
         held += (scratch, base_d)
     return Decode(status, fallback, held)
