@@ -18,7 +18,7 @@ typedef long long i64;
 typedef unsigned long long u64;
 
 #ifdef __CUDACC__
-#define ZD __device__
+#define ZD __device__ __forceinline__
 #else
 #define ZD static
 #define __constant__
@@ -54,15 +54,23 @@ typedef struct {
 } zblock;
 typedef char zblock_is_144_bytes[(sizeof(zblock) == 144) ? 1 : -1];
 
-__constant__ static const u32 LL_BASE[36] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18,
-    20, 22, 24, 28, 32, 40, 48, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
-__constant__ static const u8 LL_BITS[36] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2,
-    3, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
-__constant__ static const u32 ML_BASE[53] = {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+// Literal and match length codes: baselines and extra bits (RFC 8878 3.1.1.3.2.1). The sequences kernel
+// reads them from shared memory: each thread decodes its own block, and the constant cache serialises
+// a warp's different indices.
+typedef struct {
+    u32 ll_base[36], ml_base[53];
+    u8 ll_bits[36], ml_bits[53];
+} zlengths;
+__constant__ static const zlengths ZS_LENGTHS = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18,
+    20, 22, 24, 28, 32, 40, 48, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536},
+    {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
     20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 37, 39, 41, 43, 47, 51, 59, 67, 83,
-    99, 131, 259, 515, 1027, 2051, 4099, 8195, 16387, 32771, 65539};
-__constant__ static const u8 ML_BITS[53] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    99, 131, 259, 515, 1027, 2051, 4099, 8195, 16387, 32771, 65539},
+    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2,
+    3, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
+    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
 __constant__ static const short LL_DEFAULT[36] = {4, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 2, 2, 2,
     2, 2, 2, 2, 2, 2, 3, 2, 1, 1, 1, 1, 1, -1, -1, -1, -1};
 __constant__ static const short OF_DEFAULT[29] = {1, 1, 1, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
@@ -544,8 +552,8 @@ ZD void zs_literals_item(i64 i, const u8* const* src, const zblock* blocks, cons
 
 ZD u32 zs_minus1(u32 h) { return (h & ZS_SYMBOLIC) ? h + 1 : (h ? h - 1 : 0); }
 
-ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u32* fse, u64* seqs,
-                          int* status) {
+ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u32* fse, const zlengths* len,
+                          u64* seqs, int* status) {
     zblock* r = blocks + i;
     if (r->type != 2 || status[r->chunk]) return;
     u32 h0 = r->hist_in[0], h1 = r->hist_in[1], h2 = r->hist_in[2];
@@ -578,8 +586,8 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u32
                 return;
             }
             u32 ofv = (1u << oc) + zb_read(&bs, (int)oc);
-            u32 ml = ML_BASE[mc] + zb_read(&bs, ML_BITS[mc]);
-            u32 ll = LL_BASE[lc] + zb_read(&bs, LL_BITS[lc]);
+            u32 ml = len->ml_base[mc] + zb_read(&bs, len->ml_bits[mc]);
+            u32 ll = len->ll_base[lc] + zb_read(&bs, len->ll_bits[lc]);
             if (k != r->nseq - 1) {
                 sl = (el >> 16) + zb_read(&bs, (el >> 8) & 0xff);
                 sm = (em >> 16) + zb_read(&bs, (em >> 8) & 0xff);
@@ -673,28 +681,31 @@ ZD int zs_find(const zstep* s, int hi, int p) {  // the sequence j <= hi holding
     return lo;
 }
 
-// The value of byte p of the step, which lies in sequence j: a literal, or a byte written before the step
-// (`before` points at the step's start). A match's byte comes from its first period (it may overlap
-// itself); a source inside the step is looked up again, further back each time.
-ZD u8 zs_byte(const zstep* s, int j, int p, const u8* lit, const u8* before) {
+// Where byte p of the step, which lies in sequence j, comes from: a literal, or a byte written before the
+// step (`before` points at the step's start). A match's byte comes from its first period (it may overlap
+// itself); a source inside the step is looked up again, further back each time. Shared memory only.
+ZD const u8* zs_src(const zstep* s, int j, int p, const u8* lit, const u8* before) {
     for (;;) {
         int m = s->mstart[j];
-        if (p < m) return lit[s->lstart[j] + p - s->ostart[j]];
+        if (p < m) return lit + s->lstart[j] + p - s->ostart[j];
         int o = s->off[j], q = p - m < o ? p - o : m - o + (p - m) % o;
-        if (q < 0) return before[q];
+        if (q < 0) return before + q;
         j = zs_find(s, j, q);
         p = q;
     }
 }
 
-// Bytes [p0, p1) of the step, from sequence j on: eight values read before any is written.
+// Bytes [p0, p1) of the step, from sequence j on, eight at a time: their sources found, then read
+// together (the loads in flight at once), then written.
 ZD void zs_put(const zstep* s, int j, int p0, int p1, const u8* lit, u8* at) {
     for (int p = p0; p < p1; p += 8) {
-        u8 v[8];
+        const u8* from[8];
         for (int u = 0; u < 8; u++) {
             while (j + 1 < s->n && s->ostart[j + 1] <= p + u) j++;
-            v[u] = p + u < p1 ? zs_byte(s, j, p + u, lit, at) : 0;
+            from[u] = p + u < p1 ? zs_src(s, j, p + u, lit, at) : at;
         }
+        u8 v[8];
+        for (int u = 0; u < 8; u++) v[u] = *from[u];
         for (int u = 0; u < 8; u++)
             if (p + u < p1) at[p + u] = v[u];
     }
@@ -853,8 +864,11 @@ __global__ void zs_literals(i64 n, const u64* src, const zblock* blocks, const u
 }
 
 __global__ void zs_sequences(i64 n, const u64* src, zblock* blocks, const u32* fse, u64* seqs, int* status) {
+    __shared__ zlengths lengths;
+    if (threadIdx.x == 0) lengths = ZS_LENGTHS;
+    __syncthreads();
     ZS_ITEM;
-    zs_sequences_item(i, ZS_SRC, blocks, fse, seqs, status);
+    zs_sequences_item(i, ZS_SRC, blocks, fse, &lengths, seqs, status);
 }
 
 __global__ void zs_place(i64 n, const i64* base, const i64* counts, zblock* blocks, const i64* expected,
@@ -899,7 +913,7 @@ int zs_host_decode(i64 n, const u8* const* src, const i64* sizes, u8* const* dst
     }
     for (i64 i = 0; i < tb; i++) zs_tables_item(i, src, blocks, huf, fse, status);
     for (i64 i = 0; i < 4 * tb; i++) zs_literals_item(i, src, blocks, huf, lits, status);
-    for (i64 i = 0; i < tb; i++) zs_sequences_item(i, src, blocks, fse, seqs, status);
+    for (i64 i = 0; i < tb; i++) zs_sequences_item(i, src, blocks, fse, &ZS_LENGTHS, seqs, status);
     for (i64 c = 0; c < n; c++) zs_place_item(c, base, counts, blocks, expected, status);
     for (i64 c = 0; c < n; c++) zs_copy_host(c, base, counts, src, blocks, lits, seqs, dst, status);
     free(counts); free(base); free(blocks); free(huf); free(fse); free(lits); free(seqs);
