@@ -5,8 +5,10 @@ numcodecs. Run on the GPU host after `zarr-dask-gpu bench` wrote dataset A:
 """
 
 import argparse
+import contextlib
 import os
 import time
+from importlib import resources
 from pathlib import Path
 
 import cupy as cp
@@ -78,4 +80,30 @@ for n in (32, len(files)):
     stream.synchronize()
     print("   " + ", ".join(f"{k} {cp.cuda.get_elapsed_time(a, b):.1f} ms" for k, a, b in events), flush=True)
 print("zs_count + read-back and scratch are the rest of the blocks decoder's time")
+
+# where the copier's time goes: the same source with parts of its byte work taken out (values wrong)
+source = (resources.files(zstd_blocks.__package__) / "zstd.cu").read_text()
+variants = {
+    "no gathers (sources found, not read)": (
+        "for (int u = 0; u < 8; u++) v[u] = *from[u];",
+        "for (int u = 0; u < 8; u++) v[u] = (u8)(size_t)from[u];",
+    ),
+    "no byte work (scans and barriers only)": ("if (p0 < p1) zs_put(", "if (p0 < 0) zs_put("),
+}
+real_module = zstd_blocks._module
+for title, (old, new) in variants.items():
+    assert old in source, title
+    module = cp.RawModule(code=source.replace(old, new))
+    zstd_blocks._module = lambda module=module: module
+    zstd_blocks._launch = timed_launch
+    for n in (32, len(files)):
+        events.clear()
+        with contextlib.suppress(AssertionError):
+            decode(n, "blocks")
+        stream.synchronize()
+        copy = [cp.cuda.get_elapsed_time(a, b) for k, a, b in events if k == "zs_copy"]
+        seq = [cp.cuda.get_elapsed_time(a, b) for k, a, b in events if k == "zs_sequences"]
+        print(f"{title}, {n} chunks: zs_copy {copy[0]:.1f} ms (zs_sequences {seq[0]:.1f} ms)", flush=True)
+    zstd_blocks._launch = launch_kernel
+zstd_blocks._module = real_module
 print(f"pid {os.getpid()} done")

@@ -118,6 +118,22 @@ ZD int zb_init(zback* b, const u8* s, i64 n) {
     return 1;
 }
 
+// The window moved to end at the byte holding bit off - 1, eight loads without a loop or a branch (each
+// thread of a warp decodes its own stream, and a refill one thread needs the warp would wait through).
+// Streams shorter than 8 bytes take zb_fill's loop.
+ZD void zb_refill(zback* b) {
+    if (b->n < 8) {
+        zb_fill(b, b->off - 1 > 0 ? b->off - 1 : 0);
+        return;
+    }
+    i64 lo = b->off > 8 ? ((b->off - 1) >> 3) - 7 : 0;
+    lo = lo < 0 ? 0 : (lo > b->n - 8 ? b->n - 8 : lo);
+    const u8* p = b->s + lo;
+    b->win = (u64)p[0] | (u64)p[1] << 8 | (u64)p[2] << 16 | (u64)p[3] << 24 | (u64)p[4] << 32 |
+             (u64)p[5] << 40 | (u64)p[6] << 48 | (u64)p[7] << 56;
+    b->lo = lo;
+}
+
 ZD u32 zb_read(zback* b, int nbits) {  // nbits <= 26
     if (nbits == 0) return 0;
     b->off -= nbits;
@@ -585,10 +601,12 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u32
                 zs_fail(status + r->chunk, ZS_CORRUPT);
                 return;
             }
+            zb_refill(&bs);  // 57 bits or more: the three extra fields mostly fit
             u32 ofv = (1u << oc) + zb_read(&bs, (int)oc);
             u32 ml = len->ml_base[mc] + zb_read(&bs, len->ml_bits[mc]);
             u32 ll = len->ll_base[lc] + zb_read(&bs, len->ll_bits[lc]);
             if (k != r->nseq - 1) {
+                zb_refill(&bs);  // the states' 26 bits at most
                 sl = (el >> 16) + zb_read(&bs, (el >> 8) & 0xff);
                 sm = (em >> 16) + zb_read(&bs, (em >> 8) & 0xff);
                 so = (eo >> 16) + zb_read(&bs, (eo >> 8) & 0xff);
