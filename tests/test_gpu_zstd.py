@@ -124,3 +124,17 @@ def test_fuzzed_frames_agree_with_libzstd_where_both_decode():
             assert g == want, i
             agreed += 1
     assert agreed > 0
+
+
+def test_auto_takes_the_kernels_for_large_chunks(monkeypatch):
+    from zarr_dask_gpu.gpu import decompress, zstd_blocks
+
+    chosen = []
+    real = zstd_blocks.launch
+    monkeypatch.setattr(zstd_blocks, "launch", lambda *a: chosen.append(len(a[0])) or real(*a))
+    large, small = _sample(4 << 20, seed=1), _sample(1 << 20, seed=2)
+    got, bad = gpu_decode([bytes(Zstd(3).encode(large))], [len(large)], "auto")
+    assert not bad and got == [large] and chosen == [1]
+    got, bad = gpu_decode([bytes(Zstd(3).encode(small))], [len(small)], "auto")
+    assert not bad and got == [small] and chosen == [1]  # nvCOMP's
+    assert decompress.zstd_decoder(np.array([4 << 20, 4 << 20])) == "blocks"

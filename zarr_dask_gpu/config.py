@@ -37,9 +37,10 @@ DEFAULTS: dict[str, Any] = {
     # decoding is), so that a worker streaming many tasks decodes some while the next ones read: as
     # many as read at once (read-slots). H200, 17 GB array, one GPU: 22.25 against 18.30 GB/s
     "coalesce-tasks": 4,
-    # how the GPU path decodes zstd: "blocks" (this package's kernels, a frame's zstd blocks at once;
-    # frames they do not take go to nvCOMP) or "nvcomp" (a frame per thread block)
-    "zstd-decoder": "blocks",
+    # how the GPU path decodes zstd: "blocks" (this package's kernels: a frame's zstd blocks decoded at
+    # once; frames they do not take go to nvCOMP), "nvcomp" (a frame per thread block), or "auto": the
+    # kernels for chunks of 4 MiB and more (their fixed cost pays off from about 2.4 MB)
+    "zstd-decoder": "auto",
     # tasks of a process reading at once on the GPU path (0: all): fewer finish their reads sooner
     # and decode while the others read
     "read-slots": 4,

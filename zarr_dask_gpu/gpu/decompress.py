@@ -100,9 +100,9 @@ def launch(
 ) -> "Decode | zstd_blocks.Decode":
     """Decode chunk ``i`` (``src_sizes[i]`` bytes at device address ``src[i]``) into ``dst_sizes[i]``
     bytes at device address ``dst[i]``, in one batch on ``stream`` (the current stream): zstd by
-    this package's kernels unless ``zstd-decoder`` is "nvcomp" (the frames they leave go to nvCOMP),
-    the rest by nvCOMP."""
-    if compression == "zstd" and config.choice("zstd-decoder", ("blocks", "nvcomp")) == "blocks":
+    this package's kernels where ``zstd-decoder`` picks them (the frames they leave go to nvCOMP), the
+    rest by nvCOMP."""
+    if compression == "zstd" and zstd_decoder(np.asarray(dst_sizes)) == "blocks":
 
         def to_nvcomp(which: np.ndarray) -> list[tuple[int, str]]:
             done = nvcomp(
@@ -113,6 +113,20 @@ def launch(
 
         return zstd_blocks.launch(src, src_sizes, dst, dst_sizes, stream, to_nvcomp)
     return nvcomp(compression, src, src_sizes, dst, dst_sizes, stream)
+
+
+# "auto": the block kernels from this mean decoded chunk size. H200, the benchmark's data
+# (benchmarks/probe_zstd.py): they take about 25 ms plus 0.043 us a sequence (its blocks' sequences are
+# decoded a thread a block, then copied in order), nvCOMP 0.13 us a sequence; even at about 2.4 MB
+_BLOCKS_FROM = 4 << 20
+
+
+def zstd_decoder(sizes: np.ndarray) -> str:
+    """ "blocks" or "nvcomp" for a batch of zstd chunks of decoded ``sizes``, as ``zstd-decoder`` says."""
+    choice = config.choice("zstd-decoder", ("auto", "blocks", "nvcomp"))
+    if choice == "auto":
+        return "blocks" if len(sizes) and sizes.mean() >= _BLOCKS_FROM else "nvcomp"
+    return choice
 
 
 def nvcomp(
