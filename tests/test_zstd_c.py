@@ -78,6 +78,38 @@ def _kinds(n: int, seed: int) -> dict[str, bytes]:
     }
 
 
+def fuzzed(sizes: tuple[int, ...], per_frame: int, seed: int, levels: tuple[int, ...] = (3,)):
+    """Sound frames of every kind and size with one to three random bytes changed, and their sizes."""
+    rng = np.random.default_rng(seed)
+    frames, out = [], []
+    for n in sizes:
+        for data in _kinds(n, n).values():
+            level = levels[0] if len(levels) == 1 else int(rng.choice(levels))
+            good = bytes(Zstd(level).encode(data))
+            for _ in range(per_frame):
+                f = bytearray(good)
+                for _ in range(int(rng.integers(1, 4))):
+                    f[int(rng.integers(0, len(f)))] = int(rng.integers(0, 256))
+                frames.append(bytes(f))
+                out.append(n)
+    return frames, out
+
+
+def disagreements(frames: list[bytes], sizes: list[int], got: list[bytes | None]) -> tuple[int, int]:
+    """Of the frames libzstd decodes to their size: how many a decoder also decoded (``got`` not None),
+    and how many of those it decoded to other bytes."""
+    both = differ = 0
+    for f, n, g in zip(frames, sizes, got, strict=True):
+        try:
+            want = bytes(Zstd().decode(f))
+        except Exception:
+            continue
+        if g is not None and len(want) == n:
+            both += 1
+            differ += g != want
+    return both, differ
+
+
 SIZES = [1, 5, 100, 1000, 4096, 65536, 131072, 131073, 400_000, 2 << 20]
 LEVELS = [-7, 1, 3, 9, 19, 22]
 
@@ -132,30 +164,12 @@ def test_damaged_frames_get_a_status(lib):
 
 FUZZ = r"""
 import sys
-import numpy as np
 sys.path.insert(0, {tests!r})
-from numcodecs import Zstd
 import test_zstd_c as t
 lib = t.ctypes.CDLL({so!r})
-rng = np.random.default_rng(7)
-frames, sizes = [], []
-for n in (3000, 70_000, 300_000):
-    for data in t._kinds(n, n).values():
-        good = bytes(Zstd(int(rng.choice([1, 3, 19]))).encode(data))
-        for _ in range(25):
-            f = bytearray(good)
-            for _ in range(int(rng.integers(1, 4))):
-                f[int(rng.integers(0, len(f)))] = int(rng.integers(0, 256))
-            frames.append(bytes(f))
-            sizes.append(n)
+frames, sizes = t.fuzzed((3000, 70_000, 300_000), 25, 7, (1, 3, 19))
 status, got = t.decode(lib, frames, sizes)
-differ = 0
-for f, n, st, g in zip(frames, sizes, status, got):
-    try:
-        want = bytes(Zstd().decode(f))
-    except Exception:
-        continue
-    differ += int(st == 0 and len(want) == n and g != want)
+both, differ = t.disagreements(frames, sizes, [g if st == 0 else None for st, g in zip(status, got)])
 print(len(frames), int((status != 0).sum()), differ)
 """
 
