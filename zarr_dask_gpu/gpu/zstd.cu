@@ -93,6 +93,12 @@ ZD void zs_fail(int* status, int code) {
 #endif
 }
 
+ZD u64 zs_le(const u8* p, i64 n) {  // the little-endian value of n <= 8 bytes
+    u64 v = 0;
+    for (i64 i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
 // ---- bit readers -----------------------------------------------------------------------------------
 
 // Backward: a stream of n bytes whose last byte's highest set bit marks its end; reads take the bits
@@ -104,9 +110,7 @@ ZD void zb_fill(zback* b, i64 bit) {  // a window holding bit `bit` and as many 
     i64 hi = (bit >> 3) + 1;
     if (hi > b->n) hi = b->n;
     b->lo = hi - 8 > 0 ? hi - 8 : 0;
-    u64 v = 0;
-    for (i64 i = hi - 1; i >= b->lo; i--) v = (v << 8) | b->s[i];
-    b->win = v;
+    b->win = zs_le(b->s + b->lo, hi - b->lo);
 }
 
 ZD int zb_init(zback* b, const u8* s, i64 n) {
@@ -155,9 +159,8 @@ typedef struct { const u8* s; i64 n, bit; } zfwd;
 
 ZD int zf_peek(const zfwd* f, int nbits, u32* v) {
     if (f->bit + nbits > f->n * 8) return 0;
-    u64 x = 0;
     i64 first = f->bit >> 3, last = (f->bit + nbits - 1) >> 3;
-    for (i64 i = last; i >= first; i--) x = (x << 8) | f->s[i];
+    u64 x = zs_le(f->s + first, last - first + 1);
     *v = nbits ? (u32)((x >> (f->bit & 7)) & ((1ull << nbits) - 1)) : 0;
     return 1;
 }
@@ -236,14 +239,12 @@ ZD int zs_fse_header(zfwd* f, u32* t, int max_log, int max_sym, int* log_out) {
 
 // ---- frames and block headers (a thread a frame) ------------------------------------------------------
 
-ZD u32 zs_le32(const u8* p) { return p[0] | (p[1] << 8) | (p[2] << 16) | ((u32)p[3] << 24); }
-
 // Walks frame `d` of n bytes: counts its blocks, literal bytes and sequences into counts[0..2]; where
 // `blocks` is given, also fills the frame's records from blocks[base[0]] (literal scratch at base[1],
 // sequences at base[2]).
 ZD int zs_walk(const u8* d, i64 n, i64 expected, int chunk, i64* counts, zblock* blocks, const i64* base) {
     if (n < 5) return ZS_TRUNC;
-    u32 magic = zs_le32(d);
+    u32 magic = (u32)zs_le(d, 4);
     if (magic != 0xFD2FB528u) return (magic & 0xFFFFFFF0u) == 0x184D2A50u ? ZS_UNSUPPORTED : ZS_HEADER;
     u8 fhd = d[4];
     if (fhd & 0x08) return ZS_HEADER;
@@ -255,9 +256,7 @@ ZD int zs_walk(const u8* d, i64 n, i64 expected, int chunk, i64* counts, zblock*
         if (d[p + k]) return ZS_UNSUPPORTED;  // a dictionary
     p += dlen;
     if (fcs) {
-        u64 v = 0;
-        for (int k = 0; k < fcs; k++) v |= (u64)d[p + k] << (8 * k);
-        if (fcs == 2) v += 256;
+        u64 v = zs_le(d + p, fcs) + (fcs == 2 ? 256 : 0);
         wrong = (i64)v != expected;  // unless more frames follow
     }
     p += fcs;
@@ -306,8 +305,7 @@ ZD int zs_walk(const u8* d, i64 n, i64 expected, int chunk, i64* counts, zblock*
             } else {
                 hs = sf < 2 ? 3 : (sf == 2 ? 4 : 5);
                 if (hs > size) return ZS_CORRUPT;
-                u64 h = 0;
-                for (int k = 0; k < hs; k++) h |= (u64)b[k] << (8 * k);
+                u64 h = zs_le(b, hs);
                 if (sf < 2) {
                     rs = (int)((h >> 4) & 0x3FF);
                     cs = (int)((h >> 14) & 0x3FF);
@@ -398,23 +396,17 @@ ZD int zs_huf_table(const u8* b, int n, u16* t, int* bits_out, int* used) {
         if (!zs_fse_header(&f, ft, 7, 255, &log)) return 0;
         zback s;
         if (!zb_init(&s, b + 1 + f.bit / 8, h - f.bit / 8)) return 0;
-        u32 s1 = zb_read(&s, log), s2 = zb_read(&s, log);
+        u32 st[2];  // two interleaved states take turns; once the stream runs out, the other's symbol ends it
+        st[0] = zb_read(&s, log);
+        st[1] = zb_read(&s, log);
         nw = 0;
-        for (;;) {
+        for (int k = 0;; k ^= 1) {
             if (nw >= 255) return 0;
-            w[nw++] = (u8)(ft[s1] & 0xff);
-            s1 = (ft[s1] >> 16) + zb_read(&s, (ft[s1] >> 8) & 0xff);
+            w[nw++] = (u8)(ft[st[k]] & 0xff);
+            st[k] = (ft[st[k]] >> 16) + zb_read(&s, (ft[st[k]] >> 8) & 0xff);
             if (s.off < 0) {
                 if (nw >= 255) return 0;
-                w[nw++] = (u8)(ft[s2] & 0xff);
-                break;
-            }
-            if (nw >= 255) return 0;
-            w[nw++] = (u8)(ft[s2] & 0xff);
-            s2 = (ft[s2] >> 16) + zb_read(&s, (ft[s2] >> 8) & 0xff);
-            if (s.off < 0) {
-                if (nw >= 255) return 0;
-                w[nw++] = (u8)(ft[s1] & 0xff);
+                w[nw++] = (u8)(ft[st[k ^ 1]] & 0xff);
                 break;
             }
         }
