@@ -79,11 +79,6 @@ def run_cpu(args: argparse.Namespace) -> dict[str, Any]:
     return {"results": results, "meta": {"device": "cpu", "cpus": os.cpu_count(), "nbytes": a.nbytes}}
 
 
-def results_gpu_rows(results: dict[str, float]) -> list[str]:
-    """The rows of from_zarr_gpu's default read of dataset A, in-process (the first is the default)."""
-    return [k for k in results if k.startswith("from_zarr_gpu().persist(), in")]
-
-
 def chart(doc: dict[str, Any], path: str) -> None:
     """A horizontal bar chart of a run's GB/s rows."""
     import matplotlib
@@ -324,32 +319,32 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         t_task = time.perf_counter() - t0
         del z
         free()
+
+    def task_peak(settings: dict[str, Any]) -> float:  # from an empty pool: its high-water is the peak
+        with _settings(settings):
+            z = read_region(info, (0,) * x.ndim, stop, "gpu", False)
+        peak = pool.total_bytes() / z.nbytes
+        del z
+        free()
+        return peak
+
     other = _other_staging()
-    with dask.config.set({"zarr_dask_gpu.staging": other}):
-        z = read_region(info, (0,) * x.ndim, stop, "gpu", False)
-    results[f"task_peak_over_block, staging={other}"] = pool.total_bytes() / z.nbytes
-    del z
-    free()
-    with _settings({"zstd-decoder": "nvcomp"}):
-        z = read_region(info, (0,) * x.ndim, stop, "gpu", False)
-    results["task_peak_over_block, zstd-decoder=nvcomp"] = pool.total_bytes() / z.nbytes
-    del z
-    free()
-    z = read_region(info, (0,) * x.ndim, stop, "gpu", False)  # from an empty pool: high-water = peak
-    results["task_peak_over_block"] = pool.total_bytes() / z.nbytes
+    for settings in ({"staging": other}, {"zstd-decoder": "nvcomp"}, {}):
+        label = _label(settings)
+        results["task_peak_over_block" + (f", {label}" if label else "")] = task_peak(settings)
     print(f"task peak with staging={other}: {results[f'task_peak_over_block, staging={other}']:.2f}x block")
     print(f"task peak with nvCOMP: {results['task_peak_over_block, zstd-decoder=nvcomp']:.2f}x block")
     print(
-        f"one task ({len(pieces)} chunks, {z.nbytes / 2**20:.0f} MiB): kvikio read {t_read * 1e3:.0f} ms, "
+        f"one task ({len(pieces)} chunks, {np.prod(stop) * info.dtype.itemsize / 2**20:.0f} MiB): "
+        f"kvikio read {t_read * 1e3:.0f} ms, "
         f"read+check+decode {t_decode * 1e3:.0f} ms, whole task {t_task * 1e3:.0f} ms; peak device memory "
         f"(staging, block, scratch: pool high-water) {results['task_peak_over_block']:.2f}x block"
     )
-    del z
-    free()
 
     ours = persisting(x, args.threads, free)
     ours()  # warm-up: kernels, codecs, streams
-    row(f"from_zarr_gpu().persist(), in-process, {args.threads} threads", timed(ours, args.repeat))
+    default_row = f"from_zarr_gpu().persist(), in-process, {args.threads} threads"
+    row(default_row, timed(ours, args.repeat))
     # every row empties cupy's pool after each pass, so a pass allocates all it uses; a worker that
     # keeps its pool (or an RMM pool) does not: the same read with the pool's memory kept
     kept = persisting(x, args.threads, cp.cuda.Device().synchronize)
@@ -538,13 +533,11 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         if name != "A":
             extra_dataset(args, name, results, row, free)
 
-    ratio = results[next(iter(results_gpu_rows(results)))] / results.get(
-        "zarr-python enable_gpu()", float("nan")
-    )
+    ratio = results[default_row] / results.get("zarr-python enable_gpu()", float("nan"))
     print(f"from_zarr_gpu in-process / zarr-python enable_gpu(): {ratio:.1f}x")
     results["speedup_vs_zarr_enable_gpu"] = ratio
     ceiling = next((v for k, v in results.items() if k.startswith("ceiling: nvCOMP")), float("nan"))
-    results["fraction_of_nvcomp_ceiling"] = results[next(iter(results_gpu_rows(results)))] / ceiling
+    results["fraction_of_nvcomp_ceiling"] = results[default_row] / ceiling
     print(
         f"from_zarr_gpu in-process / the nvCOMP decode ceiling: {results['fraction_of_nvcomp_ceiling']:.2f}"
     )

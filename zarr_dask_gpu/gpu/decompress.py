@@ -102,12 +102,11 @@ def launch(
     bytes at device address ``dst[i]``, in one batch on ``stream`` (the current stream): zstd by
     this package's kernels where ``zstd-decoder`` picks them (the frames they leave go to nvCOMP), the
     rest by nvCOMP."""
-    if compression == "zstd" and zstd_decoder(np.asarray(dst_sizes)) == "blocks":
+    dst_sizes = np.asarray(dst_sizes)
+    if compression == "zstd" and zstd_decoder(dst_sizes) == "blocks":
 
         def to_nvcomp(which: np.ndarray) -> list[tuple[int, str]]:
-            done = nvcomp(
-                compression, src[which], src_sizes[which], dst[which], np.asarray(dst_sizes)[which], stream
-            )
+            done = nvcomp(compression, src[which], src_sizes[which], dst[which], dst_sizes[which], stream)
             wait(stream)
             return [(int(which[j]), why) for j, why in done.failures()]
 
