@@ -1,7 +1,7 @@
 """This package's zstd kernels (``gpu/zstd.cu``) against nvCOMP on dataset A's chunks, on the device:
 one batch of every chunk and of a task's 32, each kernel's time (CUDA events), values checked against
 numcodecs. Run on the GPU host after `zarr-dask-gpu bench` wrote dataset A:
-    python3 benchmarks/probe_zstd.py [--path /tmp/bench-a.zarr] [--chunks 512]
+    python3 benchmarks/probe_zstd.py [--path /tmp/bench-a.zarr] [--chunks 512] [--compare OTHER.cu ...]
 """
 
 import argparse
@@ -23,6 +23,7 @@ from zarr_dask_gpu.gpu.sync import wait
 p = argparse.ArgumentParser()
 p.add_argument("--path", default="/tmp/bench-a.zarr")
 p.add_argument("--chunks", type=int, default=512)
+p.add_argument("--compare", nargs="*", default=[], help="other zstd.cu sources, timed the same way")
 args = p.parse_args()
 
 files = chunk_files(args.path)[: args.chunks]
@@ -113,23 +114,32 @@ variants = {
         )
     ],
 }
+for other in args.compare:  # whole sources, e.g. another branch's, timed beside this one's
+    variants[f"source {other}"] = [(source, Path(other).read_text())]
 real_module = zstd_blocks._module
 for title, edits in variants.items():
     changed = source
     for old, new in edits:
-        assert old in changed, title
         changed = changed.replace(old, new)
+    if changed == source:
+        print(f"{title}: not in this source, skipped", flush=True)
+        continue
     module = cp.RawModule(code=changed)
     zstd_blocks._module = lambda module=module: module
     zstd_blocks._launch = timed_launch
     for n in (32, len(files)):
-        events.clear()
+        t = float("nan")
         with contextlib.suppress(AssertionError):
-            decode(n, "blocks")
+            decode(n, "blocks")  # compiles the module at the first launch
+            events.clear()
+            t = decode(n, "blocks")
         stream.synchronize()
         copy = [cp.cuda.get_elapsed_time(a, b) for k, a, b in events if k == "zs_copy"]
         seq = [cp.cuda.get_elapsed_time(a, b) for k, a, b in events if k == "zs_sequences"]
-        print(f"{title}, {n} chunks: zs_copy {copy[0]:.1f} ms (zs_sequences {seq[0]:.1f} ms)", flush=True)
+        print(
+            f"{title}, {n} chunks: {t * 1e3:.1f} ms, zs_copy {copy[0]:.1f} ms (zs_sequences {seq[0]:.1f} ms)",
+            flush=True,
+        )
     zstd_blocks._launch = launch_kernel
 zstd_blocks._module = real_module
 print(f"pid {os.getpid()} done")
