@@ -14,6 +14,7 @@
 # STEPS picks the steps (default: tests bench timeline scratch); each has its own timeout: choose
 # steps that fit one device call (10 minutes).
 # Usage: [STEPS="tests bench"] [BENCH_ARGS="--datasets A,B"] [SCALING_ARGS="--variants read-slots=0"]
+#        [ZPROBE_ARGS="--compare other.cu"]
 #        bash scripts/gpu_check.sh [pytest args...]
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -40,7 +41,8 @@ step data 180 python3 -c 'import argparse, sys; from zarr_dask_gpu.bench import 
 # shellcheck disable=SC2016  # expanded by the inner bash
 step timelines "${TIMELINE_TIMEOUT:-200}" bash -c 'for d in ${TIMELINES:-B C D}; do python3 benchmarks/timeline.py --path /tmp/bench-a.zarr-$d | grep -v "^    thread"; done'
 step cprobe 120 python3 benchmarks/probe_nvcomp_c.py
-step zprobe 150 python3 benchmarks/probe_zstd.py
+# shellcheck disable=SC2086  # ZPROBE_ARGS holds several words
+step zprobe 150 python3 benchmarks/probe_zstd.py ${ZPROBE_ARGS:-}
 step lz4probe 120 python3 benchmarks/probe_lz4_damage.py
 step checkprobe 120 python3 benchmarks/probe_check.py
 step readprobe 120 python3 benchmarks/probe_small_reads.py
