@@ -127,6 +127,20 @@ def test_decodes_what_libzstd_wrote(lib, level):
         assert g == w
 
 
+def test_the_copier_past_its_deferred_list(tmp_path):
+    """With room for four deferred bytes a step, the copier chases the rest where it finds them: the
+    same bytes."""
+    so = tmp_path / "zs4.so"
+    _build(so, "-DZS_DEFER=4")
+    small = ctypes.CDLL(str(so))
+    frames, want = [], []
+    for data in [*_kinds(300_000, seed=5).values(), _sample(2 << 20, seed=6)]:
+        frames.append(bytes(Zstd(3).encode(data)))
+        want.append(data)
+    status, got = decode(small, frames, [len(w) for w in want])
+    assert (status == OK).all() and got == want
+
+
 def test_a_benchmark_chunk_at_the_zarr_default(lib):
     data = _sample(8 << 20, seed=3)
     frame = bytes(Zstd(0).encode(data))
