@@ -120,3 +120,26 @@ def test_auto_takes_the_kernels_for_large_chunks(monkeypatch):
     got, bad = gpu_decode([bytes(Zstd(3).encode(small))], [len(small)], "auto")
     assert not bad and got == [small] and chosen == [1]  # nvCOMP's
     assert decompress.zstd_decoder(np.array([4 << 20, 4 << 20])) == "blocks"
+
+
+@pytest.mark.parametrize("decoder", ["auto", "blocks"])
+@pytest.mark.parametrize("sharded", [False, True])
+def test_from_zarr_gpu_through_the_kernels(tmp_path, decoder, sharded):
+    """An array of 4 MiB zstd chunks (the kernels under "auto"), plain or sharded, read by the whole
+    pipeline equal to zarr-python's read."""
+    import zarr
+
+    from zarr_dask_gpu import from_zarr_gpu
+
+    rows, cols = 8, 1 << 20  # 4 MiB a row of float32
+    a = zarr.create_array(
+        tmp_path / "a.zarr",
+        shape=(rows, cols),
+        chunks=(1, cols),
+        shards=(4, cols) if sharded else None,
+        dtype="f4",
+    )
+    a[:] = np.frombuffer(_sample(rows * cols * 4, seed=9), "f4").reshape(rows, cols)
+    with dask.config.set({"zarr_dask_gpu.zstd-decoder": decoder}):
+        got = from_zarr_gpu(str(tmp_path / "a.zarr"), device="gpu").compute(scheduler="threads")
+    np.testing.assert_array_equal(got.get(), a[:])
