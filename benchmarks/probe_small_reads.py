@@ -1,7 +1,7 @@
 """What reading dataset B's 4096 small chunk files costs on the host, and how it scales with threads:
-each pass finds the files' sizes (``locate``: a path and a stat per chunk) and reads them
-(``pread_loop``: open, pread, close per file) into one pinned buffer, the work split over 1 to 16
-threads (each its own files, as dask tasks would); alone, and beside 16 threads waiting for GPU work
+each pass finds the files' sizes (``locate``: a path per chunk, the stats in one native batch) and
+reads them (``pread_all``: one native batch) into one pinned buffer, the work split over 1 to 16
+Python threads (each its own files, as dask tasks would); alone, and beside 16 threads waiting for GPU work
 as tasks do: polling an event with a 0.2 ms sleep (the wait before this session),
 ``stream.synchronize()`` (CUDA spins on a core by default) or a blocking-sync event (the wait now).
 
@@ -19,7 +19,7 @@ import cupyx
 import numpy as np
 
 from zarr_dask_gpu.gpu import sync
-from zarr_dask_gpu.io import layout, pread_loop
+from zarr_dask_gpu.io import layout, pread_all
 from zarr_dask_gpu.metadata import open_array_info
 from zarr_dask_gpu.plan import block_pieces
 from zarr_dask_gpu.storage import locate
@@ -36,7 +36,7 @@ def one(info, coords: list) -> tuple[float, float]:  # type: ignore[no-untyped-d
     t0 = time.perf_counter()
     plan = layout(locate(info, coords), 0, 16)
     t1 = time.perf_counter()
-    pread_loop(cupyx.empty_pinned(plan.total, dtype=np.uint8), plan, range(len(plan.reads)))
+    pread_all(cupyx.empty_pinned(plan.total, dtype=np.uint8), plan)
     return t1 - t0, time.perf_counter() - t1
 
 

@@ -28,6 +28,10 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import sys; sys.exit(sys.
   rm -rf .venv
   "$py" -m venv .venv
 fi
+if ! command -v "${CC:-cc}" >/dev/null 2>&1; then  # the package has one C extension (zarr_dask_gpu/_preads.c)
+  echo "error: no C compiler (${CC:-cc}) found: install one (gcc, or build-essential on Debian/Ubuntu)" >&2
+  exit 1
+fi
 extras="test"
 if [ "${ZDG_GPU:-auto}" != "0" ] && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   extras="$extras,gpu"

@@ -22,18 +22,31 @@ from .conftest import host, sample
 
 
 def _flaky_open(monkeypatch, failures):
-    """``os.open`` failing for the first ``failures`` chunk files (``c/...``) the readers open."""
+    """Opens failing for the first ``failures`` chunk files (``c/...``) the readers open: in the native
+    batch (reported as EIO, as the C reader reports a failed open) and in the retries' ``os.open``."""
     calls = {"n": 0}
-    real = os.open
 
-    def flaky(path, *args, **kwargs):
+    def fails(path) -> bool:
         if f"{os.sep}c{os.sep}" in str(path):
             calls["n"] += 1
-            if calls["n"] <= failures:
-                raise OSError(errno.EIO, "injected transient IO error")
-        return real(path, *args, **kwargs)
+            return calls["n"] <= failures
+        return False
+
+    real_open, real_batch = os.open, zio.read_files
+
+    def flaky(path, *args, **kwargs):
+        if fails(path):
+            raise OSError(errno.EIO, "injected transient IO error")
+        return real_open(path, *args, **kwargs)
+
+    def flaky_batch(buf, paths, offsets, sizes, starts, errors, threads):
+        real_batch(buf, paths, offsets, sizes, starts, errors, threads)
+        for k, path in enumerate(paths):
+            if fails(path):
+                errors[k] = errno.EIO
 
     monkeypatch.setattr(zio.os, "open", flaky)
+    monkeypatch.setattr(zio, "read_files", flaky_batch)
     return calls
 
 

@@ -13,9 +13,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from . import config
 from .codecs.cpu import decode_chunk
 from .device import Device
-from .io import cpu_threads, host_reader
+from .io import host_reader
 from .metadata import ArrayInfo
 from .plan import ChunkPiece
 from .storage import locate
@@ -88,7 +89,7 @@ class CpuBackend:
 
         if len(pieces) < 2:
             return [one(i) for i in range(len(pieces))]
-        with ThreadPoolExecutor(min(cpu_threads(), len(pieces))) as ex:  # numcodecs frees the GIL
+        with ThreadPoolExecutor(min(config.cpu_threads(), len(pieces))) as ex:  # numcodecs frees the GIL
             return list(ex.map(one, range(len(pieces))))
 
     def decode_many(

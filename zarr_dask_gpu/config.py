@@ -4,6 +4,7 @@ Each key can be set with ``dask.config.set({"zarr_dask_gpu.<key>": value})`` or 
 variable ``DASK_ZARR_DASK_GPU__<KEY>`` (dask's convention).
 """
 
+import os
 from typing import Any
 
 import dask.config
@@ -80,3 +81,8 @@ def choice(key: str, allowed: tuple[str, ...]) -> str:
             f"zarr_dask_gpu.{key} is {value!r}; it must be one of {', '.join(map(repr, allowed))}"
         )
     return value
+
+
+def cpu_threads() -> int:
+    """``cpu-threads``, or the machine's cores."""
+    return get("cpu-threads") or os.cpu_count() or 1

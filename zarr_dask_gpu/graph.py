@@ -11,7 +11,6 @@ from dask.utils import parse_bytes
 from . import config
 from .device import Device, resolve_device
 from .errors import ZarrGpuWarning
-from .io import cpu_threads
 from .metadata import ArrayInfo, open_array_info
 from .plan import block_chunks
 from .task import read_region, region_of, select
@@ -45,7 +44,7 @@ def default_block_size(info: ArrayInfo, device: Device) -> int:
     size = parse_bytes(config.get("block-size"))
     nbytes = int(np.prod(info.shape, dtype=np.int64)) * info.dtype.itemsize
     if device == "cpu":
-        size = min(size, max(nbytes // (4 * cpu_threads()), 1))
+        size = min(size, max(nbytes // (4 * config.cpu_threads()), 1))
     else:
         size = min(size, max(nbytes // max(int(config.get("gpu-min-blocks")), 1), _GPU_MIN_BLOCK))
     return size

@@ -8,16 +8,15 @@ payload (after ``skip`` header bytes) starts on an ``align``-byte boundary, as n
 import errno
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from . import config
+from . import _preads
 from .metadata import ArrayInfo
 from .retry import as_oserror, retrying
-from .storage import Range, Read, coalesce, filesystem
+from .storage import Range, Read, coalesce, filesystem, native_threads
 
 
 @dataclass
@@ -94,10 +93,6 @@ def layout(ranges: Sequence[Range | None], skip: int, align: int) -> Layout:
     return Layout(reads, starts, offsets, sizes, total)
 
 
-def cpu_threads() -> int:
-    return config.get("cpu-threads") or os.cpu_count() or 1
-
-
 class HostReader:
     """Parallel POSIX preads into one numpy buffer; with an fsspec filesystem, its concurrent range
     requests (``cat_ranges``) instead."""
@@ -110,12 +105,7 @@ class HostReader:
             return self._read_remote(ranges, skip, align)
         plan = layout(ranges, skip, align)
         buf = np.empty(plan.total, dtype=np.uint8)
-        n = min(cpu_threads(), len(plan.reads))
-        if n > 1:  # a few long loops, not a pool task per file: per-file Python costs more than the read
-            with ThreadPoolExecutor(n) as ex:
-                list(ex.map(lambda k: pread_loop(buf, plan, range(k, len(plan.reads), n)), range(n)))
-        else:
-            pread_loop(buf, plan, range(len(plan.reads)))
+        pread_all(buf, plan)
         return Staged(buf, plan.offsets, plan.sizes)
 
     def _read_remote(self, ranges: Sequence[Range | None], skip: int, align: int) -> Staged:
@@ -152,19 +142,37 @@ class HostReader:
         return staged_from(blobs, skip, align)
 
 
-def pread_loop(buf: np.ndarray, plan: Layout, which: Sequence[int]) -> None:
-    """The plan's reads ``which`` into host memory ``buf``, one after another on this thread: open,
-    pread and close each release the GIL, and little else runs per file (dataset B, 4096 files of
-    80 KB, went from 2.5 to 3.6 GB/s on the GPU path against a CuFile each: docs/performance.md)."""
+read_files = _preads.read  # a module attribute, so that fault-injection tests can wrap it
+
+
+def pread_all(buf: np.ndarray, plan: Layout) -> None:
+    """The plan's reads into host memory ``buf``, in one native batch without the GIL (Python's
+    open/pread/close per file cost more than dataset B's 80 KB reads: docs/performance.md). A read
+    that failed is tried again here under the retry settings; a file that vanished raises."""
+    reads = plan.reads
+    if not reads:
+        return
+    errors = np.zeros(len(reads), dtype=np.int32)
+    read_files(
+        buf,
+        [rd.path for rd in reads],
+        np.array([rd.offset for rd in reads], dtype=np.int64),
+        np.array([rd.size for rd in reads], dtype=np.int64),
+        np.array(plan.starts, dtype=np.int64),
+        errors,
+        native_threads(len(reads)),
+    )
     view = memoryview(buf).cast("B")
-    for k in which:
-        rd, at = plan.reads[k], plan.starts[k]
-        try:
-            _pread_file(rd, view[at : at + rd.size])
-        except FileNotFoundError:
-            raise
-        except OSError as e:
-            retrying(rd.path, lambda rd=rd, at=at: _pread_file(rd, view[at : at + rd.size]), failed=e)
+    for k in np.flatnonzero(errors).tolist():
+        rd, at, code = reads[k], plan.starts[k], int(errors[k])
+        if code == errno.ENOENT:
+            raise FileNotFoundError(code, os.strerror(code), rd.path)
+        failed = (
+            OSError(errno.EIO, f"short read of {rd.path}: the file ends before {rd.offset + rd.size}")
+            if code < 0
+            else OSError(code, os.strerror(code), rd.path)
+        )
+        retrying(rd.path, lambda rd=rd, at=at: _pread_file(rd, view[at : at + rd.size]), failed=failed)
 
 
 def _pread_file(rd: Read, view: memoryview) -> None:

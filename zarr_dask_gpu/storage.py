@@ -17,7 +17,7 @@ import numpy as np
 from dask.base import tokenize
 from dask.utils import parse_bytes
 
-from . import config
+from . import _preads, config
 from .errors import ChunkDecodeError
 from .metadata import ArrayInfo
 from .retry import as_oserror, retrying
@@ -55,7 +55,7 @@ def locate(info: ArrayInfo, coords: Sequence[tuple[int, ...]]) -> list[Range | N
     if info.shard is None:
         if info.remote:
             return [Range(info.chunk_path(c), 0, -1) for c in coords]
-        return [_whole_file(info.chunk_path(c)) for c in coords]
+        return _whole_files([info.chunk_path(c) for c in coords])
     out: list[Range | None] = [None] * len(coords)
     by_shard: dict[tuple[int, ...], list[int]] = defaultdict(list)
     per = info.per_shard
@@ -75,11 +75,21 @@ def locate(info: ArrayInfo, coords: Sequence[tuple[int, ...]]) -> list[Range | N
     return out
 
 
-def _whole_file(path: str) -> Range | None:
-    try:
-        return Range(path, 0, os.stat(path).st_size)
-    except FileNotFoundError:
-        return None
+def native_threads(files: int) -> int:
+    """Threads for a native batch of ``files`` files: ``cpu-threads``, at least four files each."""
+    return max(1, min(config.cpu_threads(), -(-files // 4)))
+
+
+def _whole_files(paths: list[str]) -> list[Range | None]:
+    """Each file whole, None where it does not exist: sized in one native batch without the GIL (a
+    stat each from Python cost 8 us a file of dataset B's 4096)."""
+    sizes = np.empty(len(paths), dtype=np.int64)
+    errors = np.zeros(len(paths), dtype=np.int32)
+    _preads.sizes(paths, sizes, errors, native_threads(len(paths)))
+    if errors.any():  # other than a missing file: a directory where a chunk should be, permissions
+        k = int(np.flatnonzero(errors)[0])
+        raise OSError(int(errors[k]), os.strerror(int(errors[k])), paths[k])
+    return [Range(p, 0, n) if n >= 0 else None for p, n in zip(paths, sizes.tolist(), strict=True)]
 
 
 def read_shard_index(info: ArrayInfo, coords: tuple[int, ...]) -> tuple[str, np.ndarray] | None:

@@ -12,7 +12,7 @@ import numpy as np
 from dask.utils import parse_bytes
 
 from .. import config
-from ..io import Staged, layout, pread_loop
+from ..io import Staged, layout, pread_all
 from ..retry import retrying
 from ..storage import Range, Read
 from .sync import wait
@@ -23,8 +23,8 @@ _WINDOW = 64
 
 class KvikioReader:
     """CuFile preads (GPUDirect Storage, or kvikio's POSIX compat mode) into a staging buffer; reads
-    smaller than ``host-read-below`` on average are POSIX preads on this thread into pinned host
-    memory. ``staging`` says where the buffer the kernels read lives: device memory (pinned host
+    smaller than ``host-read-below`` on average are POSIX preads by native threads into pinned
+    host memory. ``staging`` says where the buffer the kernels read lives: device memory (pinned host
     reads then go there in one copy), or pinned host memory that kernels read over the bus."""
 
     def read(self, ranges: Sequence[Range | None], skip: int = 0, align: int = 1) -> Staged:
@@ -36,7 +36,7 @@ class KvikioReader:
         else:
             buf = cp.empty(max(plan.total, 1), dtype=np.uint8)
         if small:
-            pread_loop(buf, plan, range(len(plan.reads)))
+            pread_all(buf, plan)
         else:
             for w in range(0, len(plan.reads), _WINDOW):
                 window = range(w, min(w + _WINDOW, len(plan.reads)))
