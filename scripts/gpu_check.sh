@@ -19,6 +19,11 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 STEPS=${STEPS:-tests bench timeline scratch}
+# python3 -m and pytest import the package from this tree: carry its built C extension along
+if ! compgen -G "zarr_dask_gpu/_preads*.so" >/dev/null; then
+  echo "error: zarr_dask_gpu/_preads*.so missing: build it (pip install -e .) and carry it" >&2
+  exit 1
+fi
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
