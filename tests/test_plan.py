@@ -1,5 +1,6 @@
 """Planning: every element of a block maps to exactly one stored-chunk element."""
 
+import dask
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -116,7 +117,11 @@ def test_default_block_size_leaves_every_thread_work():
     def info(gib):
         return SimpleNamespace(shape=(int(gib * 2**28),), dtype=np.dtype("f4"))
 
-    assert default_block_size(info(4), "gpu") == 256 << 20  # 4 GiB: 16 blocks of the configured size
-    assert default_block_size(info(1), "gpu") == 64 << 20  # 1 GiB: 16 blocks of 64 MiB
+    assert default_block_size(info(16), "gpu") == 1 << 30  # 16 GiB: blocks of the GPU's default size
+    assert default_block_size(info(4), "gpu") == 1 << 30  # 4 GiB: 4 blocks of 1 GiB
+    assert default_block_size(info(1), "gpu") == 256 << 20  # 1 GiB: 4 blocks of 256 MiB
     assert default_block_size(info(0.1), "gpu") == 32 << 20  # never under 32 MiB
+    assert default_block_size(info(16), "cpu") == 256 << 20  # the CPU's default size
     assert default_block_size(info(1), "cpu") <= (1 << 30) // 4  # several per core
+    with dask.config.set({"zarr_dask_gpu.block-size": "64MiB"}):  # set: the size on both
+        assert default_block_size(info(16), "gpu") == default_block_size(info(16), "cpu") == 64 << 20

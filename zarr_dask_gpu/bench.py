@@ -365,14 +365,14 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
             ours()
             row(f"from_zarr_gpu().persist(), {args.threads} threads, {_label(settings)}", timed(ours, 2))
     # other block sizes: more, smaller tasks than threads (reads of later tasks overlap decodes of
-    # earlier ones), fewer and larger nvCOMP calls (on A, 1 GiB blocks beat 256 MiB: 17.0 vs 15.8
-    # GB/s; 2 and 4 GiB ask whether one call of all 512 chunks nears the decode ceiling end to end),
+    # earlier ones; 256 MiB was the default before 1 GiB beat it: 25.3 vs 22.1 GB/s on A), fewer and
+    # larger calls (2 and 4 GiB ask whether one call of all 512 chunks nears the decode ceiling),
     # and bounded memory: a task's nvCOMP scratch about 1.5x its block, kept busy by twice the
     # threads; or 0.76x with 1 GiB blocks in calls of 32 chunks, which keeps as many chunks in flight
     # as the default once the array gives every thread a 1 GiB block (--gib 16 and more)
     for block, threads, calls in (
         ("128MiB", args.threads, None),
-        ("1GiB", args.threads, None),
+        ("256MiB", args.threads, None),
         ("2GiB", args.threads, None),
         ("4GiB", args.threads, None),
         ("128MiB", 2 * args.threads, "64MiB"),

@@ -6,7 +6,6 @@ from typing import Any
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
-from dask.utils import parse_bytes
 
 from . import config
 from .device import Device, resolve_device
@@ -40,8 +39,8 @@ _GPU_MIN_BLOCK = 32 << 20  # smaller blocks put too few chunks in one nvCOMP bat
 
 def default_block_size(info: ArrayInfo, device: Device) -> int:
     """``zarr_dask_gpu.block-size``; on the CPU, small enough that every core gets several blocks;
-    on the GPU, small enough for ``gpu-min-blocks`` blocks (concurrent decodes), down to 32 MiB."""
-    size = parse_bytes(config.get("block-size"))
+    on the GPU, small enough for ``gpu-min-blocks`` blocks (overlapping tasks), down to 32 MiB."""
+    size = config.block_size(device)
     nbytes = int(np.prod(info.shape, dtype=np.int64)) * info.dtype.itemsize
     if device == "cpu":
         size = min(size, max(nbytes // (4 * config.cpu_threads()), 1))
@@ -79,8 +78,9 @@ def from_zarr_gpu(
         The array's path inside a group, as in ``dask.array.from_zarr``.
     chunks
         Dask's forms (int, tuple, dict, "auto") or a byte size such as "512MiB". Default: blocks of
-        about ``zarr_dask_gpu.block-size`` (256 MiB) made of whole stored chunks (or shards); on the
-        CPU no larger than needed to give every core four blocks.
+        about ``zarr_dask_gpu.block-size`` (unset: 1 GiB on the GPU, 256 MiB on the CPU) made of whole
+        stored chunks (or shards); on the GPU at least ``gpu-min-blocks`` (4) of them down to 32 MiB,
+        on the CPU no larger than needed to give every core four blocks.
     device
         "gpu" (cupy blocks), "cpu" (numpy blocks) or "auto" (gpu when usable).
     strict

@@ -19,7 +19,6 @@ import numpy as np
 import torch
 import zarr
 from dask.array.core import normalize_chunks
-from dask.utils import parse_bytes
 
 from . import config
 from .errors import ZarrGpuError
@@ -161,10 +160,12 @@ def load_state_dict(
 
     def read(dev: torch.device) -> dict[str, Any]:
         """The device's tensors, in read tasks of about ``block-size`` bytes each."""
-        batches = _batches(
-            groups[dev], {n: math.prod(_size(regions[n])) * arrays[n].dtype.itemsize for n in groups[dev]}
-        )
         kind = "cpu" if dev.type == "cpu" else "gpu"
+        batches = _batches(
+            groups[dev],
+            {n: math.prod(_size(regions[n])) * arrays[n].dtype.itemsize for n in groups[dev]},
+            config.block_size(kind),
+        )
         tasks = [
             dask.delayed(read_regions)(
                 dask.delayed([(infos[n], *regions[n][:2]) for n in batch], traverse=False), kind, False
@@ -191,9 +192,8 @@ def _size(region: tuple) -> tuple[int, ...]:
     return tuple(b - a for a, b in zip(region[0], region[1], strict=True))
 
 
-def _batches(names: list[str], nbytes: Mapping[str, int]) -> list[list[str]]:
-    """Consecutive tensors grouped into read tasks of about ``block-size`` bytes (at least one each)."""
-    limit = parse_bytes(config.get("block-size"))
+def _batches(names: list[str], nbytes: Mapping[str, int], limit: int) -> list[list[str]]:
+    """Consecutive tensors grouped into read tasks of about ``limit`` bytes (at least one each)."""
     batches: list[list[str]] = []
     size = 0
     for name in names:
