@@ -103,7 +103,7 @@ ZD u64 zs_le(const u8* p, i64 n) {  // the little-endian value of n <= 8 bytes
 
 // Backward: a stream of n bytes whose last byte's highest set bit marks its end; reads take the bits
 // below `off`, and bits before the stream's start read as zeros (the format's rule for the last states).
-// `win` caches the 64 bits from byte `lo`, refilled eight byte loads at a time as `off` passes below it.
+// `win` caches up to 64 bits from byte `lo`, refilled as `off` passes below it (literals, table headers).
 typedef struct { const u8* s; i64 off, n, lo; u64 win; } zback;
 
 ZD void zb_fill(zback* b, i64 bit) {  // a window holding bit `bit` and as many bits below it as fit
@@ -122,22 +122,6 @@ ZD int zb_init(zback* b, const u8* s, i64 n) {
     return 1;
 }
 
-// The window moved to end at the byte holding bit off - 1, eight loads without a loop or a branch (each
-// thread of a warp decodes its own stream, and a refill one thread needs the warp would wait through).
-// Streams shorter than 8 bytes take zb_fill's loop.
-ZD void zb_refill(zback* b) {
-    if (b->n < 8) {
-        zb_fill(b, b->off - 1 > 0 ? b->off - 1 : 0);
-        return;
-    }
-    i64 lo = b->off > 8 ? ((b->off - 1) >> 3) - 7 : 0;
-    lo = lo < 0 ? 0 : (lo > b->n - 8 ? b->n - 8 : lo);
-    const u8* p = b->s + lo;
-    b->win = (u64)p[0] | (u64)p[1] << 8 | (u64)p[2] << 16 | (u64)p[3] << 24 | (u64)p[4] << 32 |
-             (u64)p[5] << 40 | (u64)p[6] << 48 | (u64)p[7] << 56;
-    b->lo = lo;
-}
-
 ZD u32 zb_read(zback* b, int nbits) {  // nbits <= 26
     if (nbits == 0) return 0;
     b->off -= nbits;
@@ -152,6 +136,50 @@ ZD u32 zb_read(zback* b, int nbits) {  // nbits <= 26
     if (o < b->lo * 8) zb_fill(b, o + k - 1);
     u64 v = (b->win >> (o - b->lo * 8)) & ((1ull << k) - 1);
     return (u32)(v << shift);
+}
+
+// The sequences' backward stream, read as zstd's own decoder does: a 64-bit container and the count of
+// its bits used from the top, reloaded at whole bytes. A read is two shifts, with no bounds test: the
+// sequence loop's chain of dependent instructions is what bounds that kernel (a thread a zstd block).
+// Streams under 8 bytes sit at the container's top with zeros below; a stream read to its exact start
+// ends with `used == end` at byte 0, and over-reads of a corrupt stream give garbage bits, never loads.
+typedef struct { const u8* s; int at, used, end; u64 bits; } zrev;
+
+ZD u64 zs_load8(const u8* p) {  // eight bytes, all of them inside the stream
+#ifdef __CUDA_ARCH__
+    // two aligned words, each holding a byte of the eight (so inside the allocation), not eight loads
+    const u64* w = (const u64*)((size_t)p & ~(size_t)7);
+    int sh = (int)((size_t)p & 7) * 8;
+    return sh ? (w[0] >> sh) | (w[1] << (64 - sh)) : w[0];
+#else
+    return zs_le(p, 8);
+#endif
+}
+
+ZD int zr_init(zrev* r, const u8* s, int n) {
+    if (n <= 0 || s[n - 1] == 0) return 0;
+    r->s = s;
+    r->at = n >= 8 ? n - 8 : 0;
+    r->end = n >= 8 ? 64 : 8 * n;
+    r->bits = n >= 8 ? zs_load8(s + n - 8) : zs_le(s, n) << (64 - 8 * n);
+    r->used = 8 - zs_hsb(s[n - 1]);  // the padding above the end mark, and the mark
+    return 1;
+}
+
+ZD void zr_reload(zrev* r) {
+    int k = r->used >> 3;
+    if (k > r->at) k = r->at;
+    if (k) {
+        r->at -= k;
+        r->used -= 8 * k;
+        r->bits = zs_load8(r->s + r->at);
+    }
+}
+
+ZD u32 zr_read(zrev* r, int nbits) {  // nbits <= 31
+    u64 v = ((r->bits << (r->used & 63)) >> 1) >> ((63 - nbits) & 63);
+    r->used += nbits;
+    return (u32)v;
 }
 
 // Forward, little-endian bit order, within [s, s + n).
@@ -578,12 +606,12 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u32
                 return;
             }
         }
-        zback bs;
-        if (!zb_init(&bs, b + r->bits_at, r->size - r->bits_at)) {
+        zrev bs;
+        if (!zr_init(&bs, b + r->bits_at, r->size - r->bits_at)) {
             zs_fail(status + r->chunk, ZS_CORRUPT);
             return;
         }
-        u32 sl = zb_read(&bs, log[0]), so = zb_read(&bs, log[1]), sm = zb_read(&bs, log[2]);
+        u32 sl = zr_read(&bs, log[0]), so = zr_read(&bs, log[1]), sm = zr_read(&bs, log[2]);
         i64 litsum = 0;
         u64* out = seqs + r->seq;
         for (int k = 0; k < r->nseq; k++) {
@@ -593,15 +621,15 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u32
                 zs_fail(status + r->chunk, ZS_CORRUPT);
                 return;
             }
-            zb_refill(&bs);  // 57 bits or more: the three extra fields mostly fit
-            u32 ofv = (1u << oc) + zb_read(&bs, (int)oc);
-            u32 ml = len->ml_base[mc] + zb_read(&bs, len->ml_bits[mc]);
-            u32 ll = len->ll_base[lc] + zb_read(&bs, len->ll_bits[lc]);
+            zr_reload(&bs);  // 57 bits or more: the offset's 26 and the match length's 16
+            u32 ofv = (1u << oc) + zr_read(&bs, (int)oc);
+            u32 ml = len->ml_base[mc] + zr_read(&bs, len->ml_bits[mc]);
+            zr_reload(&bs);  // the literal length's 16 and the states' 26
+            u32 ll = len->ll_base[lc] + zr_read(&bs, len->ll_bits[lc]);
             if (k != r->nseq - 1) {
-                zb_refill(&bs);  // the states' 26 bits at most
-                sl = (el >> 16) + zb_read(&bs, (el >> 8) & 0xff);
-                sm = (em >> 16) + zb_read(&bs, (em >> 8) & 0xff);
-                so = (eo >> 16) + zb_read(&bs, (eo >> 8) & 0xff);
+                sl = (el >> 16) + zr_read(&bs, (el >> 8) & 0xff);
+                sm = (em >> 16) + zr_read(&bs, (em >> 8) & 0xff);
+                so = (eo >> 16) + zr_read(&bs, (eo >> 8) & 0xff);
             }
             u32 off;
             if (ofv > 3) {
@@ -628,7 +656,7 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u32
             }
             out[k] = (u64)ll | ((u64)ml << 18) | ((u64)off << 36);
         }
-        if (bs.off != 0) {
+        if (bs.at != 0 || bs.used != bs.end) {
             zs_fail(status + r->chunk, ZS_CORRUPT);
             return;
         }
