@@ -19,7 +19,8 @@ DEFAULTS: dict[str, Any] = {
     "gpu-min-blocks": 4,
     # raise MissingChunkError instead of filling absent chunks with the fill value
     "strict": False,
-    # threads a CPU-mode task uses for preads and decode; 0 means os.cpu_count()
+    # threads a task uses for host preads (CPU mode, and the GPU path's small files: native threads,
+    # at least four files each) and for CPU decode; 0 means os.cpu_count()
     "cpu-threads": 0,
     # kvikio IO threads per process on the GPU path; 0 means os.cpu_count()
     "kvikio-threads": 0,
