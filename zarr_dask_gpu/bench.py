@@ -356,7 +356,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         {"decode-call-bytes": "128MiB"},
         {"decode-call-bytes": "64MiB"},
         {"read-slots": 0},
-        {"read-slots": 2},
+        {"read-slots": 4, "coalesce-tasks": 4},  # the defaults before 1 GiB blocks
         {"coalesce-tasks": 0},
         {"staging": _other_staging()},
         {"coalesce-decodes": False},  # each task's nvCOMP calls its own, as before coalescing

@@ -39,15 +39,17 @@ DEFAULTS: dict[str, Any] = {
     "coalesce-decodes": True,
     # ... and a joined call is made once this many tasks' calls are ready (0: once every task then
     # decoding is), so that a worker streaming many tasks decodes some while the next ones read: as
-    # many as read at once (read-slots). H200, 17 GB array, one GPU: 22.25 against 18.30 GB/s
-    "coalesce-tasks": 4,
+    # many as read at once (read-slots). H200, 17 GB array, one GPU: 22.25 against 18.30 GB/s with 4
+    # (256 MiB blocks); with 1 GiB blocks, 2 with read-slots 2 (docs/performance.md)
+    "coalesce-tasks": 2,
     # how the GPU path decodes zstd: "blocks" (this package's kernels: a frame's zstd blocks decoded at
     # once; frames they do not take go to nvCOMP), "nvcomp" (a frame per thread block), or "auto": the
     # kernels for chunks of 4 MiB and more (their fixed cost pays off from about 2.4 MB)
     "zstd-decoder": "auto",
     # tasks of a process reading at once on the GPU path (0: all): fewer finish their reads sooner
-    # and decode while the others read
-    "read-slots": 4,
+    # and decode while the others read; with four 1 GiB tasks, two pairs: A 26.7 GB/s and cold reads
+    # at 1.00 of the raw rate x ratio, against 23.9 and 0.88 with 4 (H200, docs/performance.md)
+    "read-slots": 2,
     # how the GPU path reads remote chunks: "auto" (kvikio.RemoteFile for HTTP(S) and S3 where this
     # kvikio has remote support, else fsspec), "kvikio" or "fsspec" (host requests, one copy)
     "remote-io": "auto",
