@@ -13,11 +13,10 @@ from zarr_dask_gpu.config import DEFAULTS
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_every_configuration_key_is_documented():
+def test_every_configuration_key_is_documented_with_its_default():
     text = (ROOT / "docs" / "configuration.md").read_text()
-    for key, value in DEFAULTS.items():
-        assert f"| `{key}` |" in text, key
-        assert repr(value).replace("'", '"') in text or str(value) in text, key
+    for key, value in DEFAULTS.items():  # each key's row shows its default as the code has it
+        assert f"| `{key}` | `{repr(value).replace(chr(39), chr(34))}` |" in text, key
 
 
 def test_site_builds_strict(tmp_path):
