@@ -7,6 +7,7 @@ assembles them. The GPU backend lives in ``gpu/`` and is imported only when aske
 import contextlib
 import enum
 import functools
+import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
@@ -89,13 +90,22 @@ class CpuBackend:
 
         if len(pieces) < 2:
             return [one(i) for i in range(len(pieces))]
-        with ThreadPoolExecutor(min(config.cpu_threads(), len(pieces))) as ex:  # numcodecs frees the GIL
-            return list(ex.map(one, range(len(pieces))))
+        return list(_decode_pool(config.cpu_threads()).map(one, range(len(pieces))))
 
     def decode_many(
         self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], np.ndarray]]
     ) -> list[list[Slot | None]]:
         return [self.decode(*block) for block in blocks]  # each block's chunks are already parallel
+
+
+@functools.cache
+def _decode_pool(threads: int) -> ThreadPoolExecutor:
+    """One pool of ``cpu-threads`` for every CPU task's chunk decodes (numcodecs frees the GIL): tasks
+    running at once share it rather than each starting threads of its own on the same cores."""
+    return ThreadPoolExecutor(threads, thread_name_prefix="zarr-dask-gpu-decode")
+
+
+os.register_at_fork(after_in_child=_decode_pool.cache_clear)  # a forked child has none of the threads
 
 
 @functools.cache
