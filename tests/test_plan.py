@@ -60,6 +60,27 @@ def test_user_chunk_forms():
     assert block_chunks("auto", (64,), (4,), f4, "64B") == ((16, 16, 16, 16),)
 
 
+@settings(max_examples=300, deadline=None)
+@given(boxes(), st.sampled_from([1, 2, 8]))
+def test_direct_offsets_are_exactly_the_whole_chunks_lying_contiguous(box, itemsize):
+    """A piece gets an offset exactly when its chunk is whole and its elements are one run of the
+    C-order block starting there (checked element by element); -1 otherwise."""
+    from zarr_dask_gpu.plan import direct_offsets
+
+    _, chunks, start, stop = box
+    block = tuple(b - a for a, b in zip(start, stop, strict=True))
+    pieces = block_pieces(start, stop, chunks)
+    got = direct_offsets(pieces, block, chunks, itemsize)
+    flat = np.arange(int(np.prod(block))).reshape(block)
+    for p, off in zip(pieces, got.tolist(), strict=True):
+        whole = all(s.start == 0 and s.stop == c for s, c in zip(p.chunk_sel, chunks, strict=True))
+        run = flat[p.block_sel].ravel()
+        contiguous = whole and bool((np.diff(run) == 1).all())
+        assert (off >= 0) == contiguous
+        if contiguous:
+            assert off == run[0] * itemsize
+
+
 def test_direct_offsets_mark_whole_contiguous_chunks():
     from zarr_dask_gpu.plan import direct_offsets
 

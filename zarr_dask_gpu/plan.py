@@ -1,15 +1,14 @@
 """Planning: which stored chunks a block needs and where each lands (pure functions, CPU-only)."""
 
 import itertools
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from dask.array.core import normalize_chunks
 from dask.utils import parse_bytes
 
 
-@dataclass(frozen=True)
-class ChunkPiece:
+class ChunkPiece(NamedTuple):  # a tuple: a task of small chunks makes thousands
     """One stored chunk's contribution to a block.
 
     Attributes
@@ -40,7 +39,7 @@ def block_pieces(start: tuple[int, ...], stop: tuple[int, ...], chunks: tuple[in
         per_axis.append(axis)
     return [
         ChunkPiece(tuple(p[0] for p in combo), tuple(p[1] for p in combo), tuple(p[2] for p in combo))
-        for combo in itertools.product(*per_axis)
+        for combo in itertools.product(*per_axis)  # one empty combination for a 0-d array
     ]
 
 
@@ -51,15 +50,17 @@ def direct_offsets(
     contiguous run, so that it can be decoded straight there; -1 where it cannot (a partial chunk,
     or rows of a chunk that the block's layout separates)."""
     out = np.full(len(pieces), -1, dtype=np.int64)
-    strides = [int(np.prod(block[d + 1 :], dtype=np.int64)) * itemsize for d in range(len(block))]
-    for i, p in enumerate(pieces):
-        extents = [s.stop - s.start for s in p.block_sel]
-        if any(s.start != 0 or s.stop != c for s, c in zip(p.chunk_sel, chunks, strict=True)):
-            continue
-        # contiguous: ones, then one axis of any extent, then whole axes of the block
-        k = next((d for d, e in enumerate(extents) if e > 1), len(extents))
-        if all(extents[d] == block[d] for d in range(k + 1, len(block))):
-            out[i] = sum(s.start * st for s, st in zip(p.block_sel, strides, strict=True))
+    # a whole chunk is contiguous in the block when its axes are ones, then one of any extent, then
+    # whole axes of the block: the same for every whole chunk of the block
+    k = next((d for d, c in enumerate(chunks) if c > 1), len(chunks))
+    if any(chunks[d] != block[d] for d in range(k + 1, len(block))):
+        return out
+    whole_sel = tuple(slice(0, c) for c in chunks)
+    whole = [i for i, p in enumerate(pieces) if p.chunk_sel == whole_sel]
+    if whole:
+        strides = [int(np.prod(block[d + 1 :], dtype=np.int64)) * itemsize for d in range(len(block))]
+        starts = np.array([[s.start for s in pieces[i].block_sel] for i in whole], dtype=np.int64)
+        out[whole] = starts @ np.array(strides, dtype=np.int64)
     return out
 
 
