@@ -1,12 +1,13 @@
 """The command line: info, read, bench and demo."""
 
 import json
+import os
 import time
 
 import pytest
 import zarr
 
-from zarr_dask_gpu.bench import drop_cache, interleaved, timed
+from zarr_dask_gpu.bench import drop_cache, interleaved, timed, warm_cache
 from zarr_dask_gpu.cli import main
 
 
@@ -93,6 +94,18 @@ def test_bench_times_leave_the_page_cache_eviction_out(tmp_path):
     f.write_bytes(b"\1" * 4096)
     drop_cache([str(f)])
     assert f.read_bytes() == b"\1" * 4096
+
+
+def test_warm_cache_writes_each_file_back_before_the_timed_rows(tmp_path, monkeypatch):
+    # a dataset the run just wrote must not be written back by the kernel while rows are timed
+    files = [tmp_path / name for name in "ab"]
+    for f in files:
+        f.write_bytes(b"\2" * 70_000)
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd)))
+    warm_cache([str(f) for f in files])
+    assert synced == [str(f) for f in files] and all(f.read_bytes() == b"\2" * 70_000 for f in files)
 
 
 def test_cold_rows_run_in_turns_and_report_medians():
