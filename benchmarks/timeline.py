@@ -8,7 +8,8 @@ the dataset twice on a thread pool (the second pass is timed) and prints the wal
 mean and max over tasks, and for the full case one line per task.
 
 Run on the GPU host after `zarr-dask-gpu bench` has written its dataset:
-    python3 benchmarks/timeline.py [--path /tmp/bench-a.zarr] [--threads 16]
+    python3 benchmarks/timeline.py [--path /tmp/bench-a.zarr] [--threads 16] [--cold]
+With ``--cold`` the dataset's files leave the page cache before each pass.
 """
 
 import argparse
@@ -30,6 +31,7 @@ import kvikio
 import numpy as np
 
 from zarr_dask_gpu import task
+from zarr_dask_gpu.bench import chunk_files, drop_cache
 from zarr_dask_gpu.gpu import backend, decompress, reader, validate
 from zarr_dask_gpu.gpu.reader import KvikioReader
 from zarr_dask_gpu.metadata import open_array_info
@@ -59,6 +61,7 @@ def main() -> None:
     p.add_argument("--rows-per-block", type=int, default=64)
     p.add_argument("--scratch", action="store_true", help="only report nvCOMP's scratch requests")
     p.add_argument("--case", action="append", help="run only these cases (by name; repeatable)")
+    p.add_argument("--cold", action="store_true", help="the page cache dropped before each pass (untimed)")
     p.add_argument(
         "--blocking-sync",
         action="store_true",
@@ -79,6 +82,7 @@ def main() -> None:
         ((r, 0), (min(r + args.rows_per_block, rows), cols)) for r in range(0, rows, args.rows_per_block)
     ]
     nbytes = info.dtype.itemsize * rows * cols
+    files = chunk_files(args.path)
 
     read, check, nvc = KvikioReader.read, validate.check_batch, backend.GpuBackend._nvcomp
     ctx = backend.GpuBackend.context
@@ -151,6 +155,8 @@ def main() -> None:
                 ThreadPoolExecutor(args.threads) as ex,
             ):
                 for _ in range(2):
+                    if args.cold:
+                        drop_cache(files)
                     _log.clear()
                     _joined.clear()
                     t0 = time.perf_counter()

@@ -14,6 +14,7 @@
 # STEPS picks the steps (default: tests bench timeline scratch); each has its own timeout: choose
 # steps that fit one device call (10 minutes).
 # Usage: [STEPS="tests bench"] [BENCH_ARGS="--datasets A,B"] [SCALING_ARGS="--variants read-slots=0"]
+#        [TIMELINE_ARGS="--rows-per-block 256 --cold"]
 #        [ZPROBE_ARGS="--compare other.cu"]
 #        bash scripts/gpu_check.sh [pytest args...]
 set -uo pipefail
@@ -39,7 +40,8 @@ step tests "${TEST_TIMEOUT:-240}" python3 -m pytest -q -m gpu -p no:cacheprovide
 # shellcheck disable=SC2086  # BENCH_ARGS holds several words
 step bench "${BENCH_TIMEOUT:-300}" python3 -m zarr_dask_gpu.cli bench --json "$OUT/bench.json" --chart "$OUT/performance.png" ${BENCH_ARGS:-}
 step probe "${PROBE_TIMEOUT:-260}" python3 benchmarks/probe_threads.py
-step timeline "${TIMELINE_TIMEOUT:-200}" python3 benchmarks/timeline.py
+# shellcheck disable=SC2086  # TIMELINE_ARGS holds several words
+step timeline "${TIMELINE_TIMEOUT:-200}" python3 benchmarks/timeline.py ${TIMELINE_ARGS:-}
 step timeline8 "${TIMELINE_TIMEOUT:-200}" env CUDA_DEVICE_MAX_CONNECTIONS=8 python3 benchmarks/timeline.py
 # shellcheck disable=SC2016,SC2086  # the Python is single-quoted; DATA holds several words
 step data 180 python3 -c 'import argparse, sys; from zarr_dask_gpu.bench import _dataset; [_dataset(argparse.Namespace(gib=4.0, chunk_mib=8, path="/tmp/bench-a.zarr"), d) for d in sys.argv[1:]]' ${DATA:-B}
