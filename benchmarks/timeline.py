@@ -31,8 +31,8 @@ import kvikio
 import numpy as np
 
 from zarr_dask_gpu import task
-from zarr_dask_gpu.bench import chunk_files, drop_cache
-from zarr_dask_gpu.gpu import backend, decompress, reader, validate
+from zarr_dask_gpu.bench import chunk_files, drop_cache, kvikio_read_all
+from zarr_dask_gpu.gpu import backend, decompress, reader, setup, validate
 from zarr_dask_gpu.gpu.reader import KvikioReader
 from zarr_dask_gpu.metadata import open_array_info
 from zarr_dask_gpu.sample import write_sample
@@ -147,6 +147,8 @@ def main() -> None:
     )
     if args.case:
         cases = {k: v for k, v in cases.items() if k in args.case}
+    if args.cold:  # the disk's rate drifts: the raw read before and after the cases brackets them
+        _raw_cold(files)
     for limit in (None, "64MiB") if not args.case else (None,):
         for name, patch in cases.items() if limit is None else [("full task", contextlib.nullcontext)]:
             with (
@@ -184,6 +186,22 @@ def main() -> None:
                         f"    thread {tid % 10000:4d}: "
                         + " ".join(f"{ph}@{(a - t0) * 1e3:.0f}+{(b - a) * 1e3:.0f}" for ph, a, b in events)
                     )
+    if args.cold:
+        _raw_cold(files)
+
+
+def _raw_cold(files: list[str]) -> None:
+    """The bench's raw read ceiling of the same files, the page cache dropped before each of two reads."""
+    setup.configure()
+    into = cp.empty(sum((os.path.getsize(f) + 15) // 16 * 16 for f in files), dtype=np.uint8)
+    times = []
+    for _ in range(2):
+        drop_cache(files)
+        t0 = time.perf_counter()
+        kvikio_read_all(files, into)
+        times.append(time.perf_counter() - t0)
+    ms = " / ".join(f"{t * 1e3:.0f}" for t in times)
+    print(f"raw kvikio read of the {len(files)} files, cold: {ms} ms", flush=True)
 
 
 def _blocking_sync() -> None:

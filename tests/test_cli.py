@@ -2,12 +2,15 @@
 
 import json
 import os
+import sys
 import time
+import types
 
+import numpy as np
 import pytest
 import zarr
 
-from zarr_dask_gpu.bench import drop_cache, interleaved, timed, warm_cache
+from zarr_dask_gpu.bench import drop_cache, interleaved, kvikio_read_all, timed, warm_cache
 from zarr_dask_gpu.cli import main
 
 
@@ -119,3 +122,29 @@ def test_cold_rows_run_in_turns_and_report_medians():
     seconds = interleaved(fns, 3, lambda: calls.append("evict"))
     assert calls == ["evict", "a", "evict", "b"] * 3
     assert seconds["a"] < 0.02 and seconds["b"] < 0.02
+
+
+def test_raw_read_ceiling_places_each_file_at_its_aligned_offset(tmp_path, monkeypatch):
+    # where the bench's raw read ceiling puts each file; kvikio's reads themselves run on the GPU host
+    class File:
+        def __init__(self, path, mode):
+            self.data = open(path, "rb").read()  # noqa: SIM115
+
+        def pread(self, buf, size, offset):
+            buf[:size] = np.frombuffer(self.data[offset : offset + size], dtype=np.uint8)
+            return types.SimpleNamespace(get=lambda: size)
+
+        def close(self):
+            pass
+
+    monkeypatch.setitem(sys.modules, "kvikio", types.SimpleNamespace(CuFile=File))
+    sizes = [5, 16, 33, 1]
+    files = []
+    for i, n in enumerate(sizes):
+        files.append(str(tmp_path / f"c{i}"))
+        (tmp_path / f"c{i}").write_bytes(bytes([i + 1]) * n)
+    into = np.zeros(16 + 16 + 48 + 16, dtype=np.uint8)
+    kvikio_read_all(files, into)
+    for i, (start, n) in enumerate(zip([0, 16, 32, 80], sizes, strict=True)):
+        assert (into[start : start + n] == i + 1).all()
+        assert not into[start + n : start + (n + 15) // 16 * 16].any()
