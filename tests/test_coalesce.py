@@ -105,6 +105,37 @@ def test_a_call_starts_once_most_items_are_pending_while_other_members_read():
     assert all(len(call) <= 2 for call in calls)
 
 
+def test_patience_bounds_the_wait_for_a_member_still_reading():
+    run = Recorder()
+    c = Coalescer(run)
+    first_done = threading.Event()
+
+    def body(k):
+        if k == 1:  # reads for longer than the first task's patience
+            assert first_done.wait(5)
+            return c.submit("zstd", k, most=2, patience=0.05)
+        got = c.submit("zstd", k, most=2, patience=0.05)
+        first_done.set()
+        return got
+
+    t0 = time.perf_counter()
+    assert as_members(c, 2, body) == [("zstd", 0), ("zstd", 2)]
+    assert time.perf_counter() - t0 < 2
+    assert [items for _, items in run.calls] == [[0], [1]]  # two calls: the first did not wait on
+
+
+def test_members_arriving_within_patience_still_join():
+    run = Recorder()
+    c = Coalescer(run)
+
+    def body(k):
+        time.sleep(0.02 * k)  # partners a little apart, as warm reads are
+        return c.submit("zstd", k, most=2, patience=1.0)
+
+    assert as_members(c, 2, body) == [("zstd", 0), ("zstd", 2)]
+    assert [sorted(items) for _, items in run.calls] == [[0, 1]]
+
+
 def test_one_call_per_key():
     run = Recorder()
     c = Coalescer(run)
@@ -136,7 +167,8 @@ def test_a_single_task_outside_others_runs_at_once():
 
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("most", [0, 1, 3])
-def test_random_tasks_all_get_their_own_results(seed, most):
+@pytest.mark.parametrize("patience", [None, 0.005])
+def test_random_tasks_all_get_their_own_results(seed, most, patience):
     rng = random.Random(seed)
     plans = [[(rng.choice("ab"), rng.randrange(1000)) for _ in range(rng.randrange(4))] for _ in range(16)]
     delays = [[rng.uniform(0, 0.02) for _ in p] for p in plans]
@@ -148,7 +180,7 @@ def test_random_tasks_all_get_their_own_results(seed, most):
         with c.member():
             for (key, item), d in zip(plans[k], delays[k], strict=True):
                 time.sleep(d)
-                got.append(c.submit(key, item, most))
+                got.append(c.submit(key, item, most, patience))
         return got
 
     assert run_threads(task, 16) == [[(key, 2 * item) for key, item in p] for p in plans]

@@ -107,23 +107,25 @@ def test_large_batch_in_one_task(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "call_bytes,read_slots,staging,host_below,coalesce,tasks",
+    "call_bytes,read_slots,staging,host_below,coalesce,tasks,wait",
     [
-        (None, 0, "device", "1MiB", True, 0),
-        (None, 0, "device", "1MiB", True, 4),
-        (None, 0, "device", "1MiB", False, 0),
-        ("64KiB", 0, "device", "1MiB", True, 0),
-        (None, 2, "device", "1MiB", True, 1),
-        (None, 4, "host", "1MiB", True, 4),
-        (None, 4, "host", 0, True, 3),
+        (None, 0, "device", "1MiB", True, 0, None),
+        (None, 0, "device", "1MiB", True, 0, "10ms"),
+        (None, 0, "device", "1MiB", True, 4, 0),
+        (None, 0, "device", "1MiB", False, 0, None),
+        ("64KiB", 0, "device", "1MiB", True, 0, "1ms"),
+        (None, 2, "device", "1MiB", True, 1, "10ms"),
+        (None, 4, "host", "1MiB", True, 4, None),
+        (None, 4, "host", 0, True, 3, "10ms"),
     ],
 )
 def test_concurrent_tasks_of_several_codecs_read_correctly(
-    tmp_path, call_bytes, read_slots, staging, host_below, coalesce, tasks
+    tmp_path, call_bytes, read_slots, staging, host_below, coalesce, tasks, wait
 ):
     """Tasks of arrays with different codecs (raw and blosc among them) and chunk sizes run at once,
     each on its own stream, with their nvCOMP calls joined (of every task decoding at once, or of
-    at most ``coalesce-tasks``) or each task's own, a task's batch in one
+    at most ``coalesce-tasks``, waiting for the others at most ``coalesce-wait``) or each task's
+    own, a task's batch in one
     call or split into calls of about one chunk, with all tasks or two at a time reading, and with
     the compressed chunks staged in device memory or in pinned host memory (POSIX or kvikio reads)
     the kernels read over the bus, held until each task's stream is done; every block must still be
@@ -159,6 +161,7 @@ def test_concurrent_tasks_of_several_codecs_read_correctly(
         "host-read-below": host_below,
         "coalesce-decodes": coalesce,
         "coalesce-tasks": tasks,
+        "coalesce-wait": wait,
     }
     with dask.config.set({f"zarr_dask_gpu.{k}": v for k, v in settings.items()}):
 
@@ -174,7 +177,8 @@ def test_tasks_decoding_at_once_share_one_nvcomp_call(tmp_path, monkeypatch):
     """With ``coalesce-decodes`` four tasks decoding at once make one nvCOMP call of their 16 chunks,
     each task still getting its own values; a fifth, with a damaged chunk, raises its own error
     naming the key without holding them up. With ``coalesce-tasks`` 2 they make two calls of two
-    tasks each, without waiting for a task still on its way; with the setting off each makes its own."""
+    tasks each, without waiting for a task still on its way; with the setting off each makes its own.
+    With ``coalesce-wait`` the task on its way holds them up no longer than that."""
     import contextlib
     import time
     from concurrent.futures import ThreadPoolExecutor
@@ -201,9 +205,18 @@ def test_tasks_decoding_at_once_share_one_nvcomp_call(tmp_path, monkeypatch):
         return launch(compression, src, *args)
 
     monkeypatch.setattr(decompress, "launch", counted)
-    for coalesce, most, sizes in ((True, 0, [16]), (True, 2, [8, 8]), (False, 0, [4, 4, 4, 4])):
+    for coalesce, most, patience, sizes in (
+        (True, 0, None, [16]),
+        (True, 2, None, [8, 8]),
+        (False, 0, None, [4, 4, 4, 4]),
+        (True, 0, "10ms", None),
+    ):
         calls.clear()
-        settings = {"zarr_dask_gpu.coalesce-decodes": coalesce, "zarr_dask_gpu.coalesce-tasks": most}
+        settings = {
+            "zarr_dask_gpu.coalesce-decodes": coalesce,
+            "zarr_dask_gpu.coalesce-tasks": most,
+            "zarr_dask_gpu.coalesce-wait": patience,
+        }
         with dask.config.set(settings), ThreadPoolExecutor(5) as ex:
             hold = backend._coalescer().member() if coalesce else contextlib.nullcontext()
             with hold:  # a task on its way: a joined call of every task waits for it
@@ -213,8 +226,10 @@ def test_tasks_decoding_at_once_share_one_nvcomp_call(tmp_path, monkeypatch):
                 with pytest.raises(ChunkDecodeError, match="c/1/0"):
                     ex.submit(damaged.compute, scheduler="sync").result()
                 time.sleep(2)  # the four read, check and wait
+                # held up only when joined calls wait, unbounded, for every task on its way
+                assert all(f.done() for f in futures) != (coalesce and not most and patience is None)
             np.testing.assert_array_equal(np.concatenate([f.result() for f in futures]), want)
-        assert sorted(calls) == sizes
+        assert sorted(calls) == sizes if sizes is not None else sum(calls) == 16
 
 
 def test_a_process_reading_exits_cleanly(tmp_path):

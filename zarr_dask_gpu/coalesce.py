@@ -2,6 +2,7 @@
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
 
 
@@ -21,7 +22,8 @@ class Coalescer[T, R]:
 
     A task enters ``member`` before the work that leads to its submissions (its reads) and leaves it
     after its last one. A submitted item waits until no member is on its way, that is, every member
-    waits in ``submit`` or has left, or until ``most`` items of its key are pending; then one of the
+    waits in ``submit`` or has left, until ``most`` items of its key are pending, or for at most
+    ``patience`` seconds; then one of the
     waiting threads runs all pending items of its key in one call of ``run(key, items)`` (which
     returns one result per item), and each submitter gets its own result, or the call's exception. A
     thread counts as on its way again once its ``submit`` returns, so a task may submit several times.
@@ -49,20 +51,27 @@ class Coalescer[T, R]:
                 self._on_way -= 1
                 self._cv.notify_all()
 
-    def submit(self, key: Hashable, item: T, most: int = 0) -> R:
+    def submit(self, key: Hashable, item: T, most: int = 0, patience: float | None = None) -> R:
         """``item``'s result from a call of ``run`` with every item of ``key`` pending when no member is
-        on its way, or once ``most`` are pending (0: no such bound); called inside ``member``.
+        on its way, once ``most`` are pending (0: no such bound), or once ``item`` has waited
+        ``patience`` seconds (None: no such bound); called inside ``member``.
 
         A bound lets a call start while later members still read: a worker streaming many tasks
-        then decodes some while others read, rather than all reading, then all decoding."""
+        then decodes some while others read, rather than all reading, then all decoding. Patience
+        bounds what a task loses to a partner whose reads take longer (a cold disk's): joining its
+        partner's call late ends later than two calls would."""
         entry: _Entry[T, R] = _Entry(item)
+        deadline = None if patience is None else time.monotonic() + patience
         with self._cv:
             pending = self._pending.setdefault(key, [])
             pending.append(entry)
             self._on_way -= 1
             self._cv.notify_all()
             while not entry.taken and self._on_way > 0 and not 0 < most <= len(pending):
-                self._cv.wait()
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._cv.wait(left)
             batch = None if entry.taken else self._pending.pop(key)
             for e in batch or ():
                 e.taken = True

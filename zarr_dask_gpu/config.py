@@ -42,6 +42,10 @@ DEFAULTS: dict[str, Any] = {
     # many as read at once (read-slots). H200, 17 GB array, one GPU: 22.25 against 18.30 GB/s with 4
     # (256 MiB blocks); with 1 GiB blocks, 2 with read-slots 2 (docs/performance.md)
     "coalesce-tasks": 2,
+    # ... and a task's call waits at most this long for the others' (None: no bound): on a cold disk
+    # its partner may read 65-113 ms longer, and their late joined call (A: 256 chunks, 70 ms) ends
+    # later than the partner's own (128 chunks, 52 ms); warm, the two finish their reads together
+    "coalesce-wait": "10ms",
     # how the GPU path decodes zstd: "blocks" (this package's kernels: a frame's zstd blocks decoded at
     # once; frames they do not take go to nvCOMP), "nvcomp" (a frame per thread block), or "auto": the
     # kernels for chunks of 4 MiB and more (their fixed cost pays off from about 2.4 MB)

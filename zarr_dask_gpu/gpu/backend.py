@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 
 import cupy as cp
 import numpy as np
+from dask.utils import parse_timedelta
 
 from .. import config
 from ..backends import PLACED, Slot
@@ -259,7 +260,12 @@ class GpuBackend:
             # a joined call that raised (scratch too large for many tasks' chunks) is retried alone,
             # so that each task gets its own outcome
             with contextlib.suppress(Exception):
-                return _coalescer().submit(compression, batch, int(config.get("coalesce-tasks")))
+                return _coalescer().submit(
+                    compression,
+                    batch,
+                    int(config.get("coalesce-tasks")),
+                    parse_timedelta(config.get("coalesce-wait")),
+                )
         return _decode_joined(compression, [batch])[0]
 
 
