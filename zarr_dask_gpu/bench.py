@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-mib", type=int, default=8)
     p.add_argument("--threads", type=int, default=16, help="dask threads per worker (GPU)")
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--cold-repeat", type=int, default=5, help="rounds of the cold rows (GPU)")
+    p.add_argument("--cold-repeat", type=int, default=9, help="rounds of the cold rows (GPU)")
     p.add_argument("--device", default="auto", choices=["auto", "gpu", "cpu"])
     p.add_argument("--json", default=None, help="write the results here")
     p.add_argument("--chart", default=None, help="draw a bar chart (PNG) here")
@@ -212,6 +212,7 @@ def extra_dataset(
         *([{"zstd-decoder": "blocks"}] if zstd else []),
         {"host-read-below": 0},
         {"coalesce-tasks": 0},  # joined calls of every task then decoding, as before coalesce-tasks
+        {"coalesce-wait": None},  # a task's call waits for its partner's however long, as before
         {"staging": _other_staging()},
         {"coalesce-decodes": False},  # each task's nvCOMP calls its own, as before coalescing
     ):
@@ -393,6 +394,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         {"read-slots": 0},
         {"read-slots": 4, "coalesce-tasks": 4},  # the defaults before 1 GiB blocks
         {"coalesce-tasks": 0},
+        {"coalesce-wait": None},
         {"staging": _other_staging()},
         {"coalesce-decodes": False},  # each task's nvCOMP calls its own, as before coalescing
     ):
@@ -542,16 +544,22 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         comp = cp.empty(int(offs[-1]), dtype=np.uint8)
         cold_read = persisting(from_zarr_gpu(args.path, device="gpu", name="bench-cold"), args.threads, free)
 
-        def all_reading() -> None:
-            with dask.config.set({"zarr_dask_gpu.read-slots": 0}):
-                cold_read()
+        def cold_with(settings: dict[str, Any]) -> Any:
+            def run() -> None:
+                with _settings(settings):
+                    cold_read()
+
+            return run
 
         ceiling_row = "cold: ceiling: kvikio pread (compressed bytes)"
         cold = interleaved(
             {
                 ceiling_row: lambda: raw_read(comp),
                 f"cold: from_zarr_gpu().persist(), in-process, {args.threads} threads": cold_read,
-                f"cold: from_zarr_gpu().persist(), {args.threads} threads, read-slots=0": all_reading,
+                **{
+                    f"cold: from_zarr_gpu().persist(), {args.threads} threads, {_label(s)}": cold_with(s)
+                    for s in ({"read-slots": 0}, {"coalesce-wait": None})
+                },
             },
             args.cold_repeat,
             functools.partial(drop_cache, files),
