@@ -125,8 +125,8 @@ def test_concurrent_tasks_of_several_codecs_read_correctly(
     """Tasks of arrays with different codecs (raw and blosc among them) and chunk sizes run at once,
     each on its own stream, with their nvCOMP calls joined (of every task decoding at once, or of
     at most ``coalesce-tasks``, waiting for the others at most ``coalesce-wait``) or each task's
-    own, a task's batch in one
-    call or split into calls of about one chunk, with all tasks or two at a time reading, and with
+    own, a task's batch in one call or split into calls of about one chunk, with all tasks or two
+    at a time reading, and with
     the compressed chunks staged in device memory or in pinned host memory (POSIX or kvikio reads)
     the kernels read over the bus, held until each task's stream is done; every block must still be
     its own."""

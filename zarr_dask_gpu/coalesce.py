@@ -23,10 +23,10 @@ class Coalescer[T, R]:
     A task enters ``member`` before the work that leads to its submissions (its reads) and leaves it
     after its last one. A submitted item waits until no member is on its way, that is, every member
     waits in ``submit`` or has left, until ``most`` items of its key are pending, or for at most
-    ``patience`` seconds; then one of the
-    waiting threads runs all pending items of its key in one call of ``run(key, items)`` (which
-    returns one result per item), and each submitter gets its own result, or the call's exception. A
-    thread counts as on its way again once its ``submit`` returns, so a task may submit several times.
+    ``patience`` seconds; then one of the waiting threads runs all pending items of its key in one
+    call of ``run(key, items)`` (which returns one result per item), and each submitter gets its own
+    result, or the call's exception. A thread counts as on its way again once its ``submit``
+    returns, so a task may submit several times.
 
     nvCOMP decodes a chunk per thread block: a call with a wave's worth of chunks takes about as long
     as a call of one task's, and one call of many tasks' chunks ends sooner than as many concurrent
