@@ -12,12 +12,7 @@ from .conftest import host, lz4_fuzz, sample
 
 pytestmark = pytest.mark.gpu
 
-CODECS = {
-    "zstd": numcodecs.Zstd(1),
-    "gzip": numcodecs.GZip(1),
-    "zlib": numcodecs.Zlib(1),
-    "lz4": numcodecs.LZ4(),
-}
+CODECS = {"zstd": numcodecs.Zstd(1), "lz4": numcodecs.LZ4()}  # the kinds validate.py checks
 
 
 @pytest.mark.parametrize("compression", list(CODECS))
@@ -50,7 +45,7 @@ def test_kernel_agrees_with_host_checks(compression):
             assert i not in bad and host_says is None
         elif host_says is not None:  # what the host can tell from headers, the kernel tells too
             assert i in bad, (k, host_says)
-    if compression in ("zstd", "gzip", "lz4"):
+    if compression in ("zstd", "lz4"):
         assert set(bad) == {1, 2, 3, 4, 5}  # every damaged frame is stopped before nvCOMP
 
 

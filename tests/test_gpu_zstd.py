@@ -68,16 +68,47 @@ def test_benchmark_chunks_alike_to_nvcomp():
     assert ours == want and theirs == want
 
 
-def test_frames_left_to_nvcomp_decode_there():
-    """A checksummed frame goes to nvCOMP and decodes; so does a chunk of two frames, of which nvCOMP
-    decodes only the first (as before this decoder): reported, not returned short."""
+def test_frames_as_libzstd_reads_them():
+    """Two frames in one chunk, skippable frames, a content checksum (verified on the device) and a
+    frame without a content size decode to libzstd's bytes; a flipped checksum, a dictionary id and
+    bytes after the last frame are refused, each with its reason."""
     data = _sample(300_000)
     two = bytes(Zstd(3).encode(data[:100_000])) + bytes(Zstd(3).encode(data[100_000:]))
     checksummed = bytes(Zstd(3, checksum=True).encode(data))
-    plain = bytes(Zstd(3).encode(data))
-    got, bad = gpu_decode([two, checksummed, plain], [300_000] * 3)
-    assert got[1:] == [data] * 2
-    assert list(bad) == [0] and "decoded to 100000 bytes" in bad[0]
+    skip = b"\x50\x2a\x4d\x18\x04\x00\x00\x00abcd"
+    skippable = skip + bytes(Zstd(3).encode(data)) + skip
+    flipped = bytearray(checksummed)
+    flipped[-1] ^= 0x10
+    dict_id = bytearray(bytes(Zstd(3).encode(data)))
+    dict_id[4] |= 1
+    dict_id[5:5] = b"\x07"
+    frames = [two, checksummed, skippable, bytes(flipped), bytes(dict_id), two + b"junk"]
+    got, bad = gpu_decode(frames, [300_000] * len(frames))
+    assert got[:3] == [data] * 3
+    assert sorted(bad) == [3, 4, 5]
+    assert "checksum" in bad[3] and "dictionary" in bad[4] and "after the last" in bad[5]
+    with dask.config.set({"zarr_dask_gpu.verify-checksums": False}):
+        got, bad = gpu_decode([bytes(flipped)], [300_000])
+    assert not bad and got == [data]
+
+
+def test_offset_codes_past_the_kernels_decode_on_the_host(monkeypatch):
+    """A match 130 MiB back (an offset code of 27, a window of 256 MiB) is past what the kernels'
+    sequences hold: that chunk goes to libzstd on the host, and decodes."""
+    zstandard = pytest.importorskip("zstandard")
+    from zarr_dask_gpu.gpu import host_decode
+
+    head = np.random.default_rng(0).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
+    data = head + bytes(129 << 20) + head
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=28, enable_ldm=True)
+    far = zstandard.ZstdCompressor(compression_params=params).compress(data)
+    assert len(far) < 3 << 19  # the second copy is a match
+    seen = []
+    real = host_decode.decode
+    monkeypatch.setattr(host_decode, "decode", lambda c, src, *a: seen.append(len(src)) or real(c, src, *a))
+    near = bytes(Zstd(3).encode(head))
+    got, bad = gpu_decode([far, near], [len(data), len(head)])
+    assert not bad and got == [data, head] and seen == [1]
 
 
 def test_damaged_frames_are_reported():
@@ -91,42 +122,21 @@ def test_damaged_frames_are_reported():
     assert 1 in bad and "size" in bad[1]
 
 
-def test_fuzzed_frames_agree_with_libzstd_where_both_decode():
-    """Sound frames with random bytes changed, after the pipeline's structure check: no hang, no fault;
-    where both this decoder and libzstd decode one, they agree."""
-    import cupy as cp
-
-    from zarr_dask_gpu.gpu.validate import check_batch
-
+def test_fuzzed_frames_agree_with_libzstd():
+    """Sound frames with random bytes changed, straight into the kernels with no check before them: no
+    hang, no fault; every frame they decode, libzstd decodes to the same bytes (what they refuse, the
+    pipeline asks libzstd about: tests/test_damage.py)."""
     frames, sizes = fuzzed((5000, 300_000), 12, 11)
-    offs = np.cumsum([0, *[len(f) for f in frames]])
-    buf = cp.asarray(np.frombuffer(b"".join(frames) + b"\0", np.uint8))
-    checked = dict(check_batch(buf, offs[:-1], np.array([len(f) for f in frames]), "zstd", np.array(sizes)))
-    keep = [i for i in range(len(frames)) if i not in checked]
-    got, _ = gpu_decode([frames[i] for i in keep], [sizes[i] for i in keep])
-    both, differ = disagreements([frames[i] for i in keep], [sizes[i] for i in keep], got)
+    got, _ = gpu_decode(frames, sizes)
+    both, differ = disagreements(frames, sizes, got)
     assert both > 0 and differ == 0
 
 
-def test_auto_takes_the_kernels_for_large_chunks(monkeypatch):
-    from zarr_dask_gpu.gpu import decompress, zstd_blocks
-
-    chosen = []
-    real = zstd_blocks.launch
-    monkeypatch.setattr(zstd_blocks, "launch", lambda *a: chosen.append(len(a[0])) or real(*a))
-    large, small = _sample(4 << 20, seed=1), _sample(1 << 20, seed=2)
-    got, bad = gpu_decode([bytes(Zstd(3).encode(large))], [len(large)], "auto")
-    assert not bad and got == [large] and chosen == [1]
-    got, bad = gpu_decode([bytes(Zstd(3).encode(small))], [len(small)], "auto")
-    assert not bad and got == [small] and chosen == [1]  # nvCOMP's
-    assert decompress.zstd_decoder(np.array([4 << 20, 4 << 20])) == "blocks"
-
-
-@pytest.mark.parametrize("decoder", ["auto", "blocks"])
+@pytest.mark.parametrize("decoder", ["nvcomp", "blocks"])
 @pytest.mark.parametrize("sharded", [False, True])
 def test_from_zarr_gpu_through_the_kernels(tmp_path, decoder, sharded):
-    """An array of 4 MiB zstd chunks (the kernels under "auto"), plain or sharded, read by the whole
-    pipeline equal to zarr-python's read."""
+    """An array of 4 MiB zstd chunks, plain or sharded, read by the whole pipeline through either
+    decoder equal to zarr-python's read."""
     import zarr
 
     from zarr_dask_gpu import from_zarr_gpu

@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import zlib
 
-import numcodecs
 import numpy as np
 import pytest
 from numcodecs import LZ4, Blosc, Zstd
@@ -66,7 +65,7 @@ def _validate(lib, frames, kind, expected):
 
 @pytest.mark.parametrize(
     "name,codec,kind",
-    [("zstd", Zstd(1), 1), ("gzip", numcodecs.GZip(1), 2), ("zlib", numcodecs.Zlib(1), 3), ("lz4", LZ4(), 4)],
+    [("zstd", Zstd(1), 1), ("lz4", LZ4(), 4)],
 )
 def test_structure_check_stops_every_listed_damage(lib, name, codec, kind):
     raw = np.round(np.random.default_rng(0).standard_normal(1 << 16), 2).astype("f4").tobytes()
@@ -79,9 +78,8 @@ def test_structure_check_stops_every_listed_damage(lib, name, codec, kind):
     }
     status = _validate(lib, [good, *damaged.values()], kind, len(raw))
     assert status[0] == 0
-    for (what, frame), st in zip(damaged.items(), status[1:], strict=True):
-        if headers.check(name, frame, len(raw)) is not None or name != "zlib":
-            assert st != 0, what
+    for what, st in zip(damaged, status[1:], strict=True):
+        assert st != 0, what
 
 
 def test_the_warps_lz4_walk_agrees_with_one_threads(lib):

@@ -19,7 +19,7 @@ from numcodecs import Zstd
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 
-OK, TRUNC, HEADER, CORRUPT, SIZE, UNSUPPORTED = 0, 1, 2, 3, 4, 5
+OK, TRUNC, HEADER, CORRUPT, SIZE, UNSUPPORTED, OFFSET, DICT, CHECKSUM, TRAILING = range(10)
 SOURCE = resources.files("zarr_dask_gpu.gpu") / "zstd.cu"
 
 
@@ -35,8 +35,10 @@ def lib(tmp_path_factory):
     return ctypes.CDLL(str(so))
 
 
-def decode(lib, frames: list[bytes], expected: list[int]) -> tuple[np.ndarray, list[bytes]]:
-    """Each frame's status and output, decoded together in one batch."""
+def decode(
+    lib, frames: list[bytes], expected: list[int], verify: bool = True
+) -> tuple[np.ndarray, list[bytes]]:
+    """Each chunk's status and output, decoded together in one batch (content checksums verified)."""
     n = len(frames)
     bufs = [np.frombuffer(f + b"\0", np.uint8).copy() for f in frames]
     outs = [np.full(max(e, 1), 0xAB, np.uint8) for e in expected]
@@ -52,6 +54,7 @@ def decode(lib, frames: list[bytes], expected: list[int]) -> tuple[np.ndarray, l
         dst,
         ctypes.c_void_p(exp.ctypes.data),
         ctypes.c_void_p(status.ctypes.data),
+        ctypes.c_int(verify),
     )
     return status, [o[:e].tobytes() for o, e in zip(outs, expected, strict=True)]
 
@@ -96,17 +99,19 @@ def fuzzed(sizes: tuple[int, ...], per_frame: int, seed: int, levels: tuple[int,
 
 
 def disagreements(frames: list[bytes], sizes: list[int], got: list[bytes | None]) -> tuple[int, int]:
-    """Of the frames libzstd decodes to their size: how many a decoder also decoded (``got`` not None),
-    and how many of those it decoded to other bytes."""
+    """How many frames a decoder decoded (``got`` not None), and how many of those libzstd does not
+    decode to the same bytes of the frame's size: a decoder may refuse what libzstd reads (the
+    pipeline then asks libzstd on the host), never accept what it refuses or differ from it."""
     both = differ = 0
     for f, n, g in zip(frames, sizes, got, strict=True):
+        if g is None:
+            continue
+        both += 1
         try:
             want = bytes(Zstd().decode(f))
         except Exception:
-            continue
-        if g is not None and len(want) == n:
-            both += 1
-            differ += g != want
+            want = None
+        differ += want is None or len(want) != n or g != want
     return both, differ
 
 
@@ -148,14 +153,31 @@ def test_a_benchmark_chunk_at_the_zarr_default(lib):
     assert status[0] == OK and got == data
 
 
-def test_frames_it_leaves_to_nvcomp(lib):
+def test_frames_as_libzstd_reads_them(lib):
+    """Several frames in one chunk, skippable frames, content checksums (XXH64, verified) and frames
+    without a content size decode; a checksum that does not match, a dictionary id, bytes after the
+    last frame and a frame cut short are refused."""
     data = _sample(300_000)
     one = bytes(Zstd(3).encode(data[:150_000]))
-    two = one + bytes(Zstd(3).encode(data[150_000:]))  # two frames: one chunk, concatenated
+    two = one + bytes(Zstd(3).encode(data[150_000:]))
     checksummed = bytes(Zstd(3, checksum=True).encode(data))
-    skippable = b"\x50\x2a\x4d\x18\x04\x00\x00\x00abcd" + bytes(Zstd(3).encode(data))
-    status, _ = decode(lib, [two, checksummed, skippable], [300_000, 300_000, 300_000])
-    assert list(status) == [UNSUPPORTED] * 3
+    skip = b"\x50\x2a\x4d\x18\x04\x00\x00\x00abcd"
+    skippable = skip + bytes(Zstd(3).encode(data)) + skip
+    flipped = bytearray(checksummed)
+    flipped[-1] ^= 0x10
+    dict_id = bytearray(bytes(Zstd(3).encode(data)))
+    dict_id[4] |= 1  # a 1-byte dictionary id after the frame header descriptor
+    dict_id[5:5] = b"\x07"
+    frames = [two, checksummed, skippable, bytes(flipped), bytes(dict_id), two + b"junk", one + one[:-1]]
+    status, got = decode(lib, frames, [300_000] * len(frames))
+    assert list(status) == [OK, OK, OK, CHECKSUM, DICT, TRAILING, TRUNC]
+    assert got[:3] == [data] * 3
+    for f, st in zip(frames, status, strict=True):  # the reference's verdict
+        try:
+            ok = bytes(Zstd().decode(f)) == data
+        except RuntimeError:
+            ok = False
+        assert ok == (st == OK)
 
 
 def test_sizes_that_differ_from_the_metadata(lib):

@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--skip",
         default="",
-        help="GPU rows to skip, comma-separated: cluster,zarr-gpu,dask,tensorstore,gds,cold",
+        help="GPU rows to skip, comma-separated: cluster,zarr-gpu,dask,tensorstore,gds,cold,checksum",
     )
     p.add_argument("--datasets", default="A", help="GPU datasets, comma-separated: A (default), B, C, D")
 
@@ -161,7 +161,11 @@ def _dataset(args: argparse.Namespace, name: str) -> Any:
     if name == "D":
         blosc = numcodecs.Blosc("lz4", shuffle=numcodecs.Blosc.SHUFFLE)
         return write_sample(f"{args.path}-D", gib, 8 << 20, zarr_format=2, compressors=blosc)
-    raise ValueError(f"unknown dataset {name!r}: A, B, C or D")
+    if name == "K":  # A's data and chunks, each zstd frame with its content checksum (XXH64)
+        from zarr.codecs import ZstdCodec
+
+        return write_sample(f"{args.path}-K", gib, args.chunk_mib << 20, compressors=ZstdCodec(checksum=True))
+    raise ValueError(f"unknown dataset {name!r}: A, B, C, D or K")
 
 
 def _settings(settings: dict[str, Any]) -> Any:
@@ -207,9 +211,9 @@ def extra_dataset(
     kept = persisting(x, args.threads, cp.cuda.Device().synchronize)
     row(f"{name}: same, cupy's pool kept between passes", timed(kept, args.repeat), a.nbytes)
     free()
-    zstd = name in ("B", "C")  # D is blosc; their chunks are below "auto"'s threshold: the other decoder
+    zstd = name in ("B", "C")  # D is blosc
     for settings in (  # host-read-below 0: kvikio preads only
-        *([{"zstd-decoder": "blocks"}] if zstd else []),
+        *([{"zstd-decoder": "nvcomp"}] if zstd else []),  # nvCOMP's decoder, for trusted data only
         {"host-read-below": 0},
         {"coalesce-tasks": 0},  # joined calls of every task then decoding, as before coalesce-tasks
         {"coalesce-wait": None},  # a task's call waits for its partner's however long, as before
@@ -422,6 +426,18 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
                 f"from_zarr_gpu().persist(), {threads} thr, {block} blocks, calls {calls or 'whole'}",
                 timed(ours_other, 2),
             )
+    if "checksum" not in skip:  # the cost of verifying zstd content checksums on the device
+        k = _dataset(args, "K")
+        kpath = str(k.store_path.store.root)
+        warm_cache(chunk_files(kpath))
+        xk = from_zarr_gpu(kpath, device="gpu")
+        assert np.array_equal(xk[:1].compute(scheduler="threads").get(), k[:1]), "K: values differ"
+        for settings in ({}, {"verify-checksums": False}):
+            with _settings(settings):
+                body = persisting(xk, args.threads, free)
+                body()
+                label = _label(settings) or "verify-checksums=True"
+                row(f"K (A with zstd checksums): persist(), {label}", timed(body, args.repeat), k.nbytes)
     for threads in (1, 4, 8):
         ours_n = persisting(x, threads, free)
         ours_n()

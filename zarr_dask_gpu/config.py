@@ -46,10 +46,10 @@ DEFAULTS: dict[str, Any] = {
     # its partner may read 65-113 ms longer, and their late joined call (A: 256 chunks, 70 ms) ends
     # later than the partner's own (128 chunks, 52 ms); warm, the two finish their reads together
     "coalesce-wait": "10ms",
-    # how the GPU path decodes zstd: "blocks" (this package's kernels: a frame's zstd blocks decoded at
-    # once; frames they do not take go to nvCOMP), "nvcomp" (a frame per thread block), or "auto": the
-    # kernels for chunks of 4 MiB and more (their fixed cost pays off from about 2.4 MB)
-    "zstd-decoder": "auto",
+    # how the GPU path decodes zstd: "blocks" (this package's kernels: bounded on damaged frames, a
+    # frame's zstd blocks decoded at once, content checksums verified) or "nvcomp" (nvCOMP's decoder,
+    # a frame per thread block; it reads out of bounds on some damaged frames: trusted data only)
+    "zstd-decoder": "blocks",
     # tasks of a process reading at once on the GPU path (0: all): fewer finish their reads sooner
     # and decode while the others read; with four 1 GiB tasks, two pairs: A 26.7 GB/s and cold reads
     # at 1.00 of the raw rate x ratio, against 23.9 and 0.88 with 4 (H200, docs/performance.md)
@@ -60,7 +60,8 @@ DEFAULTS: dict[str, Any] = {
     # transient IO errors (EIO, EAGAIN, a short read) are retried this often, backing off from the delay
     "io-retries": 3,
     "io-retry-delay": 0.05,
-    # verify the v3 crc32c codec's checksums on the GPU (zarr-python always verifies them on the CPU)
+    # verify checksums on the GPU: the v3 crc32c codec's and zstd frames' content checksums (XXH64);
+    # zarr-python always verifies both on the CPU
     "verify-checksums": True,
     # ranges of one file (inner chunks of a shard) closer than this are read in one pread ...
     "coalesce-gap": "1MiB",

@@ -206,22 +206,29 @@ def swap_unit(dtype: np.dtype) -> int:
     return dtype.itemsize // 2 if dtype.kind == "c" else dtype.itemsize
 
 
+# how each compression is undone on the GPU path (gpu/decompress.py's decoders)
+_DECOMPRESS = {
+    "zstd": "GPU (zstd kernels)",
+    "gzip": "CPU (zlib), then copied to the device",
+    "zlib": "CPU (zlib), then copied to the device",
+    "lz4": "GPU (lz4 walk kernel, nvCOMP lz4)",
+}
+
+
 def stage_devices(plan: ChainPlan) -> list[tuple[str, str]]:
     """Each codec stage with where and how it is undone (for ``zarr-dask-gpu info``)."""
     if plan.gpu is None:
         return [(s, "CPU (zarr-python), then copied to the device") for s in plan.stages]
+    inner = plan.gpu.compression.removeprefix("blosc-")
     how = {
         "bytes": "GPU (a view; byte swap if big-endian)",
         "transpose": "GPU (a view)",
         "crc32c": "GPU (checksum kernel)",
-        "blosc": "GPU (header kernel, nvCOMP, unshuffle kernel)",
+        "blosc": f"GPU (header kernel; its {inner} streams: {_DECOMPRESS.get(inner)}; unshuffle kernel)",
         "shuffle": "GPU (byte transposition)",
     }
     out = []
     for stage in plan.stages:
         name = stage.removeprefix("numcodecs.")
-        if name in ("zstd", "gzip", "zlib", "lz4"):
-            out.append((stage, f"GPU (structure kernel, nvCOMP {name})"))
-        else:
-            out.append((stage, how.get(name, "GPU (array operations)")))
+        out.append((stage, _DECOMPRESS.get(name) or how.get(name, "GPU (array operations)")))
     return out

@@ -1,8 +1,8 @@
 """Host-side structure checks of compressed chunks, before any decoder sees them.
 
 Decoders must never be handed a frame whose stated size differs from the metadata's: zstd and lz4
-decoders allocate from the header, and nvCOMP 6.0 hangs or faults on some damaged frames
-(docs/design.md). The GPU path runs the same checks in a kernel (``gpu/validate.py``).
+decoders allocate from the header (docs/design.md). The GPU path's decoders check the same on the
+device (``gpu/zstd.cu``'s frame walk, ``gpu/validate.py``'s lz4 walk).
 """
 
 import struct
@@ -15,8 +15,8 @@ ZSTD_MAGIC = 0xFD2FB528
 
 
 def skip_bytes(compression: Compression) -> tuple[int, int]:
-    """Bytes before and after the payload that nvCOMP decodes (zlib header/trailer, lz4 size)."""
-    return {"zlib": (2, 4), "lz4": (4, 0)}.get(compression, (0, 0))
+    """Bytes before and after the payload that nvCOMP decodes (numcodecs lz4's size)."""
+    return {"lz4": (4, 0)}.get(compression, (0, 0))
 
 
 def check(compression: Compression, data: bytes | memoryview, expected: int) -> str | None:
@@ -27,12 +27,11 @@ def check(compression: Compression, data: bytes | memoryview, expected: int) -> 
     if compression == "none":
         return None if n == expected else f"raw chunk has {n} bytes, metadata says {expected}"
     if compression == "zstd":
-        return _check_zstd(bytes(data[:18]), n, expected)
-    if compression == "gzip":
+        return check_zstd(data, expected)
+    if compression == "gzip":  # a size trailer names its own member only: gzip chunks may hold several
         if n < 18 or data[0] != 0x1F or data[1] != 0x8B or data[2] != 8:
             return "not a gzip stream (bad header)"
-        isize = struct.unpack_from("<I", data, n - 4)[0]
-        return None if isize == expected % 2**32 else f"gzip trailer says {isize} bytes, expected {expected}"
+        return None
     if compression == "zlib":
         if n < 6 or data[0] & 0x0F != 8 or (data[0] * 256 + data[1]) % 31 or data[1] & 0x20:
             return "not a zlib stream (bad header)"
@@ -47,21 +46,79 @@ def check(compression: Compression, data: bytes | memoryview, expected: int) -> 
     raise ValueError(compression)
 
 
-def _check_zstd(head: bytes, n: int, expected: int) -> str | None:
-    if n < 6 or struct.unpack_from("<I", head)[0] != ZSTD_MAGIC:
-        return "not a zstd frame (bad magic number)"
-    fhd = head[4]
-    if fhd & 0x08:
-        return "zstd frame header has its reserved bit set"
-    single = (fhd >> 5) & 1
-    fcs_size = (0 if not single else 1, 2, 4, 8)[fhd >> 6]
-    pos = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
-    if fcs_size == 0:
-        return None  # no content size (tensorstore writes such frames): sizes come from metadata
-    if pos + fcs_size > n:
-        return "zstd frame truncated inside its header"
-    fcs = int.from_bytes(head[pos : pos + fcs_size], "little") + (256 if fcs_size == 2 else 0)
-    return None if fcs == expected else f"zstd header says {fcs} bytes, expected {expected}"
+_NOT_ZSTD = "not a zstd frame (bad magic number)"
+
+
+def check_zstd(data: bytes | memoryview, expected: int) -> str | None:
+    """The frame and block headers of a zstd chunk, as libzstd walks them: its frames one after
+    another (skippable frames passed over), each frame's stated content size within the chunk's
+    room and, where every frame states one, their sum the chunk's size; raw and RLE blocks within it
+    too. The bytes inside compressed blocks are the decoder's to judge."""
+    n, p, known, least, frames, all_known = len(data), 0, 0, 0, 0, True
+    while p < n:
+        if p + 4 > n:
+            return "zstd chunk truncated inside a frame's magic number"
+        magic = int.from_bytes(data[p : p + 4], "little")
+        if magic & 0xFFFFFFF0 == 0x184D2A50:  # skippable: its size, then as many bytes
+            size = int.from_bytes(data[p + 4 : p + 8], "little")
+            if p + 8 > n or size > n - p - 8:
+                return "zstd skippable frame truncated"
+            p += 8 + size
+            continue
+        if magic != ZSTD_MAGIC:
+            return "bytes after the last zstd frame that are no frame" if frames else _NOT_ZSTD
+        if p + 5 > n:
+            return "zstd frame truncated inside its header"
+        fhd = data[p + 4]
+        if fhd & 0x08:
+            return "zstd frame header has its reserved bit set"
+        single, checked = (fhd >> 5) & 1, (fhd >> 2) & 1
+        fcs_size = (single, 2, 4, 8)[fhd >> 6]
+        dict_size = (0, 1, 2, 4)[fhd & 3]
+        p += 5
+        if not single:
+            if p >= n:
+                return "zstd frame truncated inside its header"
+            if (data[p] >> 3) + 10 > 31:
+                return "zstd frame's window is larger than libzstd allows"
+            p += 1
+        if p + dict_size + fcs_size > n:
+            return "zstd frame truncated inside its header"
+        if dict_size and int.from_bytes(data[p : p + dict_size], "little"):
+            return "zstd frame needs a dictionary (none is configured)"
+        p += dict_size
+        if fcs_size:
+            fcs = int.from_bytes(data[p : p + fcs_size], "little") + (256 if fcs_size == 2 else 0)
+            if fcs > expected - known:
+                return f"zstd header says {known + fcs} bytes or more, expected {expected}"
+            known += fcs
+        else:
+            all_known = False
+        p += fcs_size
+        while True:
+            if p + 3 > n:
+                return "zstd frame truncated inside a block header"
+            header = int.from_bytes(data[p : p + 3], "little")
+            kind, size = (header >> 1) & 3, header >> 3
+            if kind == 3:
+                return "zstd block of the reserved type"
+            p += 3 + (1 if kind == 1 else size)
+            least += size if kind < 2 else 0
+            if p > n:
+                return "zstd frame truncated inside a block"
+            if least > expected:
+                return f"zstd blocks decode to more than {expected} bytes"
+            if header & 1:
+                break
+        p += 4 * checked
+        if p > n:
+            return "zstd frame truncated inside its checksum"
+        frames += 1
+    if not frames:
+        return _NOT_ZSTD
+    if all_known and known != expected:
+        return f"zstd header says {known} bytes, expected {expected}"
+    return None
 
 
 def check_blosc(head: bytes, n: int, expected: int) -> str | None:
@@ -73,8 +130,9 @@ def check_blosc(head: bytes, n: int, expected: int) -> str | None:
         return f"not a blosc1 frame (format version {version})"
     if nbytes != expected:
         return f"blosc header says {nbytes} bytes, expected {expected}"
-    if ctbytes != n:
+    if ctbytes > n or ctbytes < 16:  # bytes after the payload are not blosc's (c-blosc reads ctbytes)
         return f"blosc header says {ctbytes} stored bytes, the chunk has {n}"
+    n = ctbytes
     if typesize < 1 or (nbytes and blocksize <= 0):
         return "corrupt blosc header"
     if flags & 0x02:
@@ -101,4 +159,5 @@ def blosc_layout(heads: np.ndarray) -> dict[str, np.ndarray]:
         "blocksize": bs,
         "nblocks": nblocks,
         "rows": rows,
+        "ctbytes": words[:, 2].astype(np.int64),
     }

@@ -20,7 +20,7 @@ from ..io import Staged, host_reader, place
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece, decode_calls, direct_offsets
 from ..storage import locate
-from . import blosc, decompress, remote, setup, validate
+from . import blosc, decompress, host_decode, remote, setup, validate
 from .gather import copy_ranges
 from .reader import KvikioReader
 from .sync import wait
@@ -182,7 +182,23 @@ class GpuBackend:
         bad = blosc.decode_batch(
             staged.buffer, offsets, sizes, expected, part.decoded, part.starts, inner_streams
         )
-        part.raise_first(bad)
+        if bad:  # c-blosc's verdict on the frames refused; those it decodes are placed, the rest decoded
+            dst = np.uint64(part.decoded.data.ptr) + part.starts.astype(np.uint64)
+            part.raise_first(
+                _rescue("blosc", staged.buffer, offsets, sizes, dst, np.full(len(dst), expected), bad)
+            )
+            rest = np.setdiff1d(np.arange(len(offsets)), [j for j, _ in bad])
+            if len(rest):
+                again = blosc.decode_batch(
+                    staged.buffer,
+                    offsets[rest],
+                    sizes[rest],
+                    expected,
+                    part.decoded,
+                    part.starts[rest],
+                    inner_streams,
+                )
+                part.raise_first([(int(rest[j]), why) for j, why in again])
         return False
 
     def _decode_merged(self, compression: str, group: list["_Part"]) -> None:
@@ -215,19 +231,38 @@ class GpuBackend:
         out_offsets: np.ndarray,
         out_sizes: np.ndarray,
     ) -> list[tuple[int, str]]:
-        """Structure-check whole compressed items of one ``kind`` (a compression, or ``lz4-block``
-        for blosc's streams), then decode their payloads in one nvCOMP batch, item ``i`` into
-        ``outs[which[i]]`` at ``out_offsets[i]``; failures as (index, reason), with nothing decoded
-        when any item is damaged."""
-        bad = validate.check_batch(buffer, offsets, sizes, kind, out_sizes)
-        if bad:
-            return bad
-        skip, trail = headers.skip_bytes(kind)
-        payload, payload_offsets = _aligned(buffer, offsets + skip, sizes - skip - trail)
+        """Decode whole compressed items of one ``kind`` (a compression, or ``lz4-block`` for blosc's
+        streams) in one batch, item ``i`` into ``outs[which[i]]`` at ``out_offsets[i]``; failures as
+        (index, reason). Items bound for nvCOMP are first proven sound on the device (``validate``);
+        the items a device decoder refuses are judged by the reference library on the host
+        (``_rescue``), whose verdict is final."""
+        out_sizes = np.broadcast_to(np.asarray(out_sizes, dtype=np.int64), offsets.shape)
+        bases = np.array([o.data.ptr for o in outs], dtype=np.uint64)
+        dst = bases[which] + out_offsets.astype(np.uint64)
+        todo = np.arange(len(offsets))
+        skip = trail = 0
+        decoder = decompress.decoder(kind)
+        if decoder == "nvcomp":
+            bad = validate.check_batch(buffer, offsets, sizes, kind, out_sizes)
+            if bad:
+                failed = _rescue(kind, buffer, offsets, sizes, dst, out_sizes, bad)
+                if failed:
+                    return failed
+                todo = np.setdiff1d(todo, [j for j, _ in bad])
+            skip, trail = headers.skip_bytes(kind)
+        if not len(todo):
+            return []
+        payload, payload_offsets = _aligned(buffer, offsets[todo] + skip, sizes[todo] - skip - trail)
         codec = "lz4" if kind == "lz4-block" else kind
-        return self._nvcomp(
-            codec, payload, payload_offsets, sizes - skip - trail, outs, which, out_offsets, out_sizes
-        )
+        bad = [
+            (int(todo[j]), why)
+            for j, why in self._nvcomp(
+                codec, payload, payload_offsets, sizes[todo] - skip - trail, dst[todo], out_sizes[todo]
+            )
+        ]
+        if decoder == "host":
+            return bad
+        return _rescue(kind, buffer, offsets, sizes, dst, out_sizes, bad)
 
     def _nvcomp(
         self,
@@ -235,23 +270,20 @@ class GpuBackend:
         buffer: cp.ndarray,
         offsets: np.ndarray,
         sizes: np.ndarray,
-        outs: list[cp.ndarray],
-        which: np.ndarray,
-        out_offsets: np.ndarray,
+        dst: np.ndarray,
         out_sizes: np.ndarray,
     ) -> list[tuple[int, str]]:
-        """Batched nvCOMP decodes, item ``i`` into ``outs[which[i]]``, in calls of at most
-        ``decode-call-bytes`` decoded bytes, each waited for (the GIL released); the items nvCOMP
-        failed or decoded to a size other than ``out_sizes`` says, as (index, reason). With
+        """Batched decodes (``decompress.launch``), item ``i`` to device address ``dst[i]``, in calls of
+        at most ``decode-call-bytes`` decoded bytes, each waited for (the GIL released); the items
+        that failed or decoded to a size other than ``out_sizes`` says, as (index, reason). With
         ``coalesce-decodes`` the calls join those of the device's other tasks decoding at once."""
         stream = self._stream()
-        bases = np.array([o.data.ptr for o in outs], dtype=np.uint64)
         ready = cp.cuda.Event(disable_timing=True)
         ready.record(stream)
         batch = decompress.Batch(
             src=np.uint64(buffer.data.ptr) + offsets.astype(np.uint64),
             src_sizes=sizes,
-            dst=bases[which] + out_offsets.astype(np.uint64),
+            dst=dst,
             dst_sizes=out_sizes,
             calls=decode_calls(out_sizes, config.get("decode-call-bytes")),
             ready=ready,
@@ -282,6 +314,28 @@ def _decode_joined(compression: str, batches: Sequence[decompress.Batch]) -> lis
     finally:
         with _lock:
             _joining[dev].append(stream)
+
+
+def _rescue(
+    kind: str,
+    buffer: cp.ndarray,
+    offsets: np.ndarray,
+    sizes: np.ndarray,
+    dst: np.ndarray,
+    out_sizes: np.ndarray,
+    bad: list[tuple[int, str]],
+) -> list[tuple[int, str]]:
+    """The reference library's verdict on the items a device decoder refused (``bad``, as (index,
+    reason)): those it decodes to their size are written to ``dst`` on the host's copy, the others
+    stay failures, with both reasons."""
+    if not bad:
+        return []
+    k = np.array([j for j, _ in bad])
+    src = np.uint64(buffer.data.ptr) + offsets[k].astype(np.uint64)
+    host = dict(
+        host_decode.decode(kind, src, sizes[k], dst[k], out_sizes[k], cp.cuda.get_current_stream()).failures()
+    )
+    return [(j, f"{why}; {host[i]}") for i, (j, why) in enumerate(bad) if i in host]
 
 
 def _coalescing() -> bool:

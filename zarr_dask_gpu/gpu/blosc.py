@@ -49,6 +49,7 @@ def decode_batch(
     if bad:
         return bad
     h = blosc_layout(heads)
+    sizes = h["ctbytes"]  # the frame's own bytes: what follows them is not blosc's (older z5py pads)
     rows = h["rows"]
     row0 = np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int64)
     total = int(rows.sum())

@@ -17,7 +17,7 @@ import cupy as cp
 import numpy as np
 
 from .. import config
-from . import zstd_blocks
+from . import host_decode, zstd_blocks
 from .sync import wait
 
 _NAMES = {"zstd": "Zstd", "gzip": "Gzip", "zlib": "Deflate", "lz4": "LZ4"}
@@ -97,35 +97,42 @@ def launch(
     dst: np.ndarray,
     dst_sizes: np.ndarray,
     stream: cp.cuda.Stream,
-) -> "Decode | zstd_blocks.Decode":
+) -> "Decode | zstd_blocks.Decode | host_decode.Decoded":
     """Decode chunk ``i`` (``src_sizes[i]`` bytes at device address ``src[i]``) into ``dst_sizes[i]``
-    bytes at device address ``dst[i]``, in one batch on ``stream`` (the current stream): zstd by
-    this package's kernels where ``zstd-decoder`` picks them (the frames they leave go to nvCOMP), the
-    rest by nvCOMP."""
+    bytes at device address ``dst[i]``, in one batch on ``stream`` (the current stream), by the decoder
+    ``decoder(compression)`` names: zstd by this package's kernels (the frames they leave by libzstd on
+    the host), gzip and zlib by zlib on the host, lz4 by nvCOMP."""
     dst_sizes = np.asarray(dst_sizes)
-    if compression == "zstd" and zstd_decoder(dst_sizes) == "blocks":
+    which = decoder(compression)
+    if which == "kernels":
 
-        def to_nvcomp(which: np.ndarray) -> list[tuple[int, str]]:
-            done = nvcomp(compression, src[which], src_sizes[which], dst[which], dst_sizes[which], stream)
-            wait(stream)
+        def on_host(which: np.ndarray) -> list[tuple[int, str]]:
+            done = host_decode.decode(
+                compression, src[which], src_sizes[which], dst[which], dst_sizes[which], stream
+            )
             return [(int(which[j]), why) for j, why in done.failures()]
 
-        return zstd_blocks.launch(src, src_sizes, dst, dst_sizes, stream, to_nvcomp)
+        return zstd_blocks.launch(
+            src, src_sizes, dst, dst_sizes, stream, on_host, bool(config.get("verify-checksums"))
+        )
+    if which == "host":
+        return host_decode.decode(compression, src, src_sizes, dst, dst_sizes, stream)
     return nvcomp(compression, src, src_sizes, dst, dst_sizes, stream)
 
 
-# "auto": the block kernels from this mean decoded chunk size. H200, the benchmark's data
-# (benchmarks/probe_zstd.py): they take about 25 ms plus 0.043 us a sequence (its blocks' sequences are
-# decoded a thread a block, then copied in order), nvCOMP 0.13 us a sequence; even at about 2.4 MB
-_BLOCKS_FROM = 4 << 20
+# Where each compression decodes on the GPU path. nvCOMP 6.0 is not hardened against damaged frames
+# (its zstd kernel reads out of bounds on some), so it gets only what a device walk has proven sound:
+# lz4 (``validate.py`` walks every sequence). zstd decodes in this package's bounded kernels, and
+# Deflate, whose soundness only a full decode shows, by zlib on the host (docs/design.md).
+_DECODERS = {"zstd": "kernels", "gzip": "host", "zlib": "host", "lz4": "nvcomp", "lz4-block": "nvcomp"}
 
 
-def zstd_decoder(sizes: np.ndarray) -> str:
-    """ "blocks" or "nvcomp" for a batch of zstd chunks of decoded ``sizes``, as ``zstd-decoder`` says."""
-    choice = config.choice("zstd-decoder", ("auto", "blocks", "nvcomp"))
-    if choice == "auto":
-        return "blocks" if len(sizes) and sizes.mean() >= _BLOCKS_FROM else "nvcomp"
-    return choice
+def decoder(compression: str) -> str:
+    """ "kernels", "host" or "nvcomp": who decodes ``compression`` (a compression, or ``lz4-block``
+    for blosc's streams); ``zstd-decoder: nvcomp`` hands zstd to nvCOMP, for trusted data only."""
+    if compression == "zstd" and config.choice("zstd-decoder", ("blocks", "nvcomp")) == "nvcomp":
+        return "nvcomp"
+    return _DECODERS[compression]
 
 
 def nvcomp(

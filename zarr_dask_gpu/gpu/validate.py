@@ -1,11 +1,11 @@
-"""A structure check of every compressed chunk in a batch, on the device, before nvCOMP sees it.
+"""A structure check of compressed chunks on the device, before nvCOMP sees them.
 
-nvCOMP 6.0 hangs on truncated zstd frames and faults (poisoning the CUDA context) on garbage
-(docs/design.md). One thread per chunk walks the frame's headers: zstd block headers, the gzip
-header and size trailer, the zlib header, reading a few bytes per block, so it costs little next to
-decoding; a warp per stream walks lz4's sequences, 32 candidate starts at a time, which costs about
-what nvCOMP's lz4 decode does (nvCOMP 6.0's lz4 writes past its output on damage, so the walk
-stays). Every stated size is checked against the metadata.
+nvCOMP 6.0 is not hardened against damaged frames: it hangs on some truncated zstd frames, reads out
+of bounds on others, and its lz4 writes past its output on damage (docs/design.md). So nvCOMP gets
+only lz4 streams that a warp has walked sequence by sequence (32 candidate starts at a time, about
+the cost of nvCOMP's own decode): every literal run and match inside the stream and the output, the
+decoded size the metadata's. With ``zstd-decoder: nvcomp`` (trusted data) a thread per zstd chunk
+walks its frame and block headers and stated sizes, which does not prove the frame sound.
 """
 
 import functools
@@ -16,7 +16,7 @@ import numpy as np
 from .kernels import CRC32C_SOURCE, VALIDATE_SOURCE
 
 # "lz4" is numcodecs' (a 4-byte size, then a block); "lz4-block" a bare block, as blosc stores them
-_KINDS = {"zstd": 1, "gzip": 2, "zlib": 3, "lz4": 4, "lz4-block": 5}
+_KINDS = {"zstd": 1, "lz4": 4, "lz4-block": 5}
 REASONS = {
     1: "truncated or empty",
     2: "bad header (not a {compression} stream)",

@@ -2,11 +2,16 @@
 //
 // nvCOMP decodes a frame in one thread block, block after block: an 8 MiB zarr chunk is 64 zstd blocks
 // and about a million sequences, 130 ms on an H200 however many chunks run beside it. Here the frames'
-// block headers are walked first (a thread a frame), then every block's tables, literals and sequences
+// block headers are walked first (a thread a chunk), then every block's tables, literals and sequences
 // are decoded at once (a thread a block; four a block's literals), the blocks are placed (a thread a
-// frame: output offsets, the repeat offsets each block starts with), and a thread block a frame copies
-// literals and matches, 128 sequences a step. Frames this decoder does not take (dictionaries,
-// checksums, several frames, content over 64 MiB) are reported as ZS_UNSUPPORTED for nvCOMP.
+// chunk: output offsets, the repeat offsets each block starts with), and a thread block a chunk copies
+// literals and matches, 256 sequences a step; frames that carry a content checksum are then hashed
+// (XXH64, four threads a frame) and compared. A chunk may hold several frames and skippable frames, as
+// libzstd reads them. Every read of the compressed bytes, the tables and the scratch is bounded by the
+// sizes the walk checked, every loop by a count it checked, and every write lands inside the chunk's
+// output (the decoded sizes are checked against the metadata before any byte is copied). The one
+// thing not decoded here, offset codes over 26 (windows over 128 MiB), is reported as ZS_UNSUPPORTED
+// and decoded by libzstd on the host.
 //
 // The same source compiles as C on the host (tests/test_zstd_c.py), where each kernel's items run one
 // after another and the copier's steps are played sequentially.
@@ -31,9 +36,12 @@ typedef unsigned long long u64;
 #define ZS_SIZE 4
 #define ZS_UNSUPPORTED 5
 #define ZS_OFFSET 6
+#define ZS_DICT 7
+#define ZS_CHECKSUM 8
+#define ZS_TRAILING 9
 
 #define ZS_BLOCK_MAX 131072
-#define ZS_MAX_CONTENT (1 << 26)  // offsets < 2^26 fit a sequence's 27-bit offset field
+#define ZS_MAX_OFFSET_CODE 26  // offsets < 2^27 fit a sequence's 28-bit offset field (bit 27: symbolic)
 #define ZS_HUF_MAX_BITS 11
 #define ZS_HUF_ENTRIES (1 << ZS_HUF_MAX_BITS)
 #define ZS_FSE_ENTRIES 512  // accuracy log 9 at most
@@ -51,8 +59,17 @@ typedef struct {
     int nseq, seq_at, bits_at, modes;
     int def[3], fse_log[3];  // blocks whose LL, OF, ML tables this block uses; their accuracy logs
     u32 hist_in[3], hist_out[3];  // repeat offsets at the block's start and end (ZS_SYMBOLIC: relative)
+    i64 fout;     // output offset of its frame's first byte (zs_place)
+    i64 fcs;      // on a frame's first block: the frame's content size, -1 if the header has none
+    u32 xxh;      // on a frame's last block: the content checksum, where the frame has one
+    int fflags;   // ZS_FIRST, ZS_LAST, ZS_CHECKED
+    int bmax;     // the most bytes it may decode to
+    int pad;
 } zblock;
-typedef char zblock_is_144_bytes[(sizeof(zblock) == 144) ? 1 : -1];
+typedef char zblock_is_176_bytes[(sizeof(zblock) == 176) ? 1 : -1];
+#define ZS_FIRST 1    // the first block of its frame
+#define ZS_LAST 2     // the last block of its frame
+#define ZS_CHECKED 4  // ... of a frame with a content checksum (in xxh)
 
 // Literal and match length codes: baselines and extra bits (RFC 8878 3.1.1.3.2.1). The sequences kernel
 // reads them from shared memory: each thread decodes its own block, and the constant cache serialises
@@ -143,25 +160,31 @@ ZD u32 zb_read(zback* b, int nbits) {  // nbits <= 26
 // sequence loop's chain of dependent instructions is what bounds that kernel (a thread a zstd block).
 // Streams under 8 bytes sit at the container's top with zeros below; a stream read to its exact start
 // ends with `used == end` at byte 0, and over-reads of a corrupt stream give garbage bits, never loads.
-typedef struct { const u8* s; int at, used, end; u64 bits; } zrev;
+typedef struct { const u8* s; int at, used, end, n; u64 bits; } zrev;
 
-ZD u64 zs_load8(const u8* p) {  // eight bytes, all of them inside the stream
+// Eight bytes at p, inside the stream. On the device, where the 16 bytes of the two aligned words
+// holding them end inside the stream too, as those two loads rather than eight; the first word may
+// begin up to 7 bytes before p, which is inside the frame (a stream starts 10 bytes or more into it:
+// magic, frame header, block header, sequences header). Near the stream's end, byte loads.
+ZD u64 zs_load8(const u8* p, int words) {
 #ifdef __CUDA_ARCH__
-    // two aligned words, each holding a byte of the eight (so inside the allocation), not eight loads
-    const u64* w = (const u64*)((size_t)p & ~(size_t)7);
-    int sh = (int)((size_t)p & 7) * 8;
-    return sh ? (w[0] >> sh) | (w[1] << (64 - sh)) : w[0];
-#else
-    return zs_le(p, 8);
+    if (words) {
+        const u64* w = (const u64*)((size_t)p & ~(size_t)7);
+        int sh = (int)((size_t)p & 7) * 8;
+        return sh ? (w[0] >> sh) | (w[1] << (64 - sh)) : w[0];
+    }
 #endif
+    (void)words;
+    return zs_le(p, 8);
 }
 
 ZD int zr_init(zrev* r, const u8* s, int n) {
     if (n <= 0 || s[n - 1] == 0) return 0;
     r->s = s;
+    r->n = n;
     r->at = n >= 8 ? n - 8 : 0;
     r->end = n >= 8 ? 64 : 8 * n;
-    r->bits = n >= 8 ? zs_load8(s + n - 8) : zs_le(s, n) << (64 - 8 * n);
+    r->bits = n >= 8 ? zs_load8(s + n - 8, 0) : zs_le(s, n) << (64 - 8 * n);
     r->used = 8 - zs_hsb(s[n - 1]);  // the padding above the end mark, and the mark
     return 1;
 }
@@ -172,7 +195,7 @@ ZD void zr_reload(zrev* r) {
     if (k) {
         r->at -= k;
         r->used -= 8 * k;
-        r->bits = zs_load8(r->s + r->at);
+        r->bits = zs_load8(r->s + r->at, r->at + 16 <= r->n);  // the aligned words end by at + 16
     }
 }
 
@@ -265,140 +288,176 @@ ZD int zs_fse_header(zfwd* f, u32* t, int max_log, int max_sym, int* log_out) {
     return zs_fse_build(t, norm, sym, log);
 }
 
-// ---- frames and block headers (a thread a frame) ------------------------------------------------------
+// ---- frames and block headers (a thread a chunk) ------------------------------------------------------
 
-// Walks frame `d` of n bytes: counts its blocks, literal bytes and sequences into counts[0..2]; where
-// `blocks` is given, also fills the frame's records from blocks[base[0]] (literal scratch at base[1],
-// sequences at base[2]).
+// Walks chunk `d` of n bytes, its zstd frames one after another and skippable frames passed over, as
+// libzstd does: counts its blocks, literal bytes and sequences into counts[0..2]; where `blocks` is
+// given, also fills the chunk's records from blocks[base[0]] (literal scratch at base[1], sequences at
+// base[2]). Every position is checked against n before it is read.
 ZD int zs_walk(const u8* d, i64 n, i64 expected, int chunk, i64* counts, zblock* blocks, const i64* base) {
-    if (n < 5) return ZS_TRUNC;
-    u32 magic = (u32)zs_le(d, 4);
-    if (magic != 0xFD2FB528u) return (magic & 0xFFFFFFF0u) == 0x184D2A50u ? ZS_UNSUPPORTED : ZS_HEADER;
-    u8 fhd = d[4];
-    if (fhd & 0x08) return ZS_HEADER;
-    int single = (fhd >> 5) & 1, flag = fhd >> 6, dict = fhd & 3;
-    int fcs = flag == 0 ? single : (1 << flag), dlen = dict == 3 ? 4 : dict, wrong = 0;
-    i64 p = 5 + (single ? 0 : 1);
-    if (p + dlen + fcs > n) return ZS_TRUNC;
-    for (int k = 0; k < dlen; k++)
-        if (d[p + k]) return ZS_UNSUPPORTED;  // a dictionary
-    p += dlen;
-    if (fcs) {
-        u64 v = zs_le(d + p, fcs) + (fcs == 2 ? 256 : 0);
-        wrong = (i64)v != expected;  // unless more frames follow
-    }
-    p += fcs;
-    if (fhd & 0x04) return ZS_UNSUPPORTED;  // a content checksum: nvCOMP's
-    if (expected > ZS_MAX_CONTENT) return ZS_UNSUPPORTED;
-    i64 nb = 0, lits = 0, seqs = 0, least = 0;
-    i64 huf = -1, def[3] = {-1, -1, -1};
-    for (;;) {
-        if (p + 3 > n) return ZS_TRUNC;
-        u32 bh = d[p] | (d[p + 1] << 8) | (d[p + 2] << 16);
-        p += 3;
-        int last = bh & 1, type = (bh >> 1) & 3, size = (int)(bh >> 3);
-        if (type == 3 || size > ZS_BLOCK_MAX) return ZS_CORRUPT;
-        i64 clen = type == 1 ? 1 : size;
-        if (p + clen > n) return ZS_TRUNC;
-        i64 me = blocks ? base[0] + nb : 0;
-        zblock r;
-        r.src = p;
-        r.chunk = chunk;
-        r.type = type;
-        r.size = size;
-        r.dsize = type == 2 ? 0 : size;
-        r.lit_type = r.lit_streams = r.lit_size = r.lit_hdr = r.lit_csize = 0;
-        r.huf = -1;
-        r.huf_start = r.huf_bits = r.nseq = r.seq_at = r.bits_at = r.modes = 0;
-        r.lit = (blocks ? base[1] : 0) + lits;
-        r.seq = (blocks ? base[2] : 0) + seqs;
-        r.out = 0;
-        for (int k = 0; k < 3; k++) {
-            r.def[k] = -1;
-            r.fse_log[k] = 0;
-            r.hist_in[k] = r.hist_out[k] = ZS_SYMBOLIC | ((u32)k << 25);
+    i64 p = 0, nb = 0, lits = 0, seqs = 0, least = 0, known = 0;
+    int all_known = 1;
+    while (p < n) {
+        if (p + 4 > n) return ZS_TRUNC;
+        u32 magic = (u32)zs_le(d + p, 4);
+        if ((magic & 0xFFFFFFF0u) == 0x184D2A50u) {  // a skippable frame: its 4-byte size, then data
+            if (p + 8 > n) return ZS_TRUNC;
+            i64 skip = (i64)zs_le(d + p + 4, 4);
+            if (skip > n - p - 8) return ZS_TRUNC;
+            p += 8 + skip;
+            continue;
         }
-        if (type != 2) {
-            least += size;
+        if (magic != 0xFD2FB528u) return nb ? ZS_TRAILING : ZS_HEADER;
+        if (p + 5 > n) return ZS_TRUNC;
+        u8 fhd = d[p + 4];
+        if (fhd & 0x08) return ZS_HEADER;
+        int single = (fhd >> 5) & 1, flag = fhd >> 6, dict = fhd & 3, checked = (fhd >> 2) & 1;
+        int fcs = flag == 0 ? single : (1 << flag), dlen = dict == 3 ? 4 : dict;
+        p += 5;
+        i64 window = 0;
+        if (!single) {
+            if (p + 1 > n) return ZS_TRUNC;
+            int wl = (d[p] >> 3) + 10;
+            if (wl > 31) return ZS_HEADER;  // libzstd's ZSTD_WINDOWLOG_MAX
+            window = (1ll << wl) + ((1ll << wl) >> 3) * (d[p] & 7);
+            p++;
+        }
+        if (p + dlen + fcs > n) return ZS_TRUNC;
+        if (dlen && zs_le(d + p, dlen)) return ZS_DICT;
+        p += dlen;
+        i64 content = -1;
+        if (fcs) {
+            u64 v = zs_le(d + p, fcs) + (fcs == 2 ? 256 : 0);
+            if (v > (u64)(expected - known)) return ZS_SIZE;  // more than the chunk's room
+            content = (i64)v;
+            known += content;
         } else {
-            const u8* b = d + p;
-            if (size < 2) return ZS_CORRUPT;
-            int lt = b[0] & 3, sf = (b[0] >> 2) & 3, hs, rs, cs, streams = 1;
-            if (lt < 2) {
-                hs = sf == 1 ? 2 : (sf == 3 ? 3 : 1);
-                if (hs > size) return ZS_CORRUPT;
-                rs = sf == 1 ? (b[0] >> 4) + (b[1] << 4)
-                             : (sf == 3 ? (b[0] >> 4) + (b[1] << 4) + (b[2] << 12) : b[0] >> 3);
-                cs = lt == 0 ? rs : 1;
-            } else {
-                hs = sf < 2 ? 3 : (sf == 2 ? 4 : 5);
-                if (hs > size) return ZS_CORRUPT;
-                u64 h = zs_le(b, hs);
-                if (sf < 2) {
-                    rs = (int)((h >> 4) & 0x3FF);
-                    cs = (int)((h >> 14) & 0x3FF);
-                } else if (sf == 2) {
-                    rs = (int)((h >> 4) & 0x3FFF);
-                    cs = (int)((h >> 18) & 0x3FFF);
-                } else {
-                    rs = (int)((h >> 4) & 0x3FFFF);
-                    cs = (int)((h >> 22) & 0x3FFFF);
-                }
-                streams = sf == 0 ? 1 : 4;
-                if (lt == 2) huf = me;
-                else if (huf < 0) return ZS_CORRUPT;  // a repeated Huffman table with none before
-                r.huf = (int)huf;
-                if (cs < 1 || (streams == 4 && cs < 10)) return ZS_CORRUPT;
-            }
-            if (rs > ZS_BLOCK_MAX || (i64)hs + cs >= size) return ZS_CORRUPT;
-            int q = hs + cs, nseq, at;
-            int b0 = b[q];
-            if (b0 < 128) {
-                nseq = b0;
-                at = q + 1;
-            } else if (b0 < 255) {
-                if (q + 2 > size) return ZS_CORRUPT;
-                nseq = ((b0 - 128) << 8) + b[q + 1];
-                at = q + 2;
-            } else {
-                if (q + 3 > size) return ZS_CORRUPT;
-                nseq = b[q + 1] + (b[q + 2] << 8) + 0x7F00;
-                at = q + 3;
-            }
-            r.lit_type = lt;
-            r.lit_streams = streams;
-            r.lit_size = rs;
-            r.lit_hdr = hs;
-            r.lit_csize = cs;
-            r.nseq = nseq;
-            if (nseq) {
-                if (at >= size) return ZS_CORRUPT;
-                int modes = b[at++];
-                if (modes & 3) return ZS_CORRUPT;
-                for (int k = 0; k < 3; k++) {
-                    int m = (modes >> (6 - 2 * k)) & 3;
-                    if (m != 3) def[k] = me;
-                    else if (def[k] < 0) return ZS_CORRUPT;  // a repeated table with none before
-                    r.def[k] = (int)def[k];
-                }
-                r.modes = modes;
-            } else if (at != size) {
-                return ZS_CORRUPT;
-            }
-            r.seq_at = at;
-            least += (i64)rs + 3 * (i64)nseq;  // every match is 3 bytes or more
-            if ((i64)rs + 3 * (i64)nseq > ZS_BLOCK_MAX) return ZS_CORRUPT;
-            lits += rs;
-            seqs += nseq;
+            all_known = 0;
         }
-        if (least > expected) return ZS_SIZE;
-        if (blocks) blocks[me] = r;
-        nb++;
-        p += clen;
-        if (last) break;
+        p += fcs;
+        if (single) window = content;
+        // libzstd reads frames without a content size as a stream, which refuses windows over 128 MiB
+        if (content < 0 && window > (1ll << 27)) return ZS_UNSUPPORTED;
+        int bmax = window < ZS_BLOCK_MAX ? (int)window : ZS_BLOCK_MAX;
+        i64 huf = -1, def[3] = {-1, -1, -1};  // tables a block may repeat: its frame's own
+        int first = 1;
+        for (;;) {
+            if (p + 3 > n) return ZS_TRUNC;
+            u32 bh = d[p] | (d[p + 1] << 8) | (d[p + 2] << 16);
+            p += 3;
+            int last = bh & 1, type = (bh >> 1) & 3, size = (int)(bh >> 3);
+            if (type == 3 || size > ZS_BLOCK_MAX) return ZS_CORRUPT;
+            if (size > bmax && (type == 2 || content < 0)) return ZS_CORRUPT;  // libzstd's blockSizeMax
+            i64 clen = type == 1 ? 1 : size;
+            if (p + clen > n) return ZS_TRUNC;
+            if (last && checked && p + clen + 4 > n) return ZS_TRUNC;
+            i64 me = blocks ? base[0] + nb : 0;
+            zblock r;
+            r.src = p;
+            r.chunk = chunk;
+            r.type = type;
+            r.size = size;
+            r.dsize = type == 2 ? 0 : size;
+            r.lit_type = r.lit_streams = r.lit_size = r.lit_hdr = r.lit_csize = 0;
+            r.huf = -1;
+            r.huf_start = r.huf_bits = r.nseq = r.seq_at = r.bits_at = r.modes = 0;
+            r.lit = (blocks ? base[1] : 0) + lits;
+            r.seq = (blocks ? base[2] : 0) + seqs;
+            r.out = r.fout = 0;
+            r.fcs = first ? content : -1;
+            r.fflags = (first ? ZS_FIRST : 0) | (last ? ZS_LAST : 0) | (last && checked ? ZS_CHECKED : 0);
+            r.xxh = last && checked ? (u32)zs_le(d + p + clen, 4) : 0;
+            r.bmax = content < 0 ? bmax : ZS_BLOCK_MAX;  // single-shot libzstd bounds decoded blocks by 128 KiB
+            r.pad = 0;
+            for (int k = 0; k < 3; k++) {
+                r.def[k] = -1;
+                r.fse_log[k] = 0;
+                r.hist_in[k] = r.hist_out[k] = ZS_SYMBOLIC | ((u32)k << 25);
+            }
+            if (type != 2) {
+                least += size;
+            } else {
+                const u8* b = d + p;
+                if (size < 2) return ZS_CORRUPT;
+                int lt = b[0] & 3, sf = (b[0] >> 2) & 3, hs, rs, cs, streams = 1;
+                if (lt < 2) {
+                    hs = sf == 1 ? 2 : (sf == 3 ? 3 : 1);
+                    if (hs > size) return ZS_CORRUPT;
+                    rs = sf == 1 ? (b[0] >> 4) + (b[1] << 4)
+                                 : (sf == 3 ? (b[0] >> 4) + (b[1] << 4) + (b[2] << 12) : b[0] >> 3);
+                    cs = lt == 0 ? rs : 1;
+                } else {
+                    hs = sf < 2 ? 3 : (sf == 2 ? 4 : 5);
+                    if (hs > size) return ZS_CORRUPT;
+                    u64 h = zs_le(b, hs);
+                    if (sf < 2) {
+                        rs = (int)((h >> 4) & 0x3FF);
+                        cs = (int)((h >> 14) & 0x3FF);
+                    } else if (sf == 2) {
+                        rs = (int)((h >> 4) & 0x3FFF);
+                        cs = (int)((h >> 18) & 0x3FFF);
+                    } else {
+                        rs = (int)((h >> 4) & 0x3FFFF);
+                        cs = (int)((h >> 22) & 0x3FFFF);
+                    }
+                    streams = sf == 0 ? 1 : 4;
+                    if (lt == 2) huf = me;
+                    else if (huf < 0) return ZS_CORRUPT;  // a repeated Huffman table with none before
+                    r.huf = (int)huf;
+                    if (cs < 1 || (streams == 4 && cs < 10)) return ZS_CORRUPT;
+                }
+                if (rs > bmax || (i64)hs + cs >= size) return ZS_CORRUPT;
+                int q = hs + cs, nseq, at;
+                int b0 = b[q];
+                if (b0 < 128) {
+                    nseq = b0;
+                    at = q + 1;
+                } else if (b0 < 255) {
+                    if (q + 2 > size) return ZS_CORRUPT;
+                    nseq = ((b0 - 128) << 8) + b[q + 1];
+                    at = q + 2;
+                } else {
+                    if (q + 3 > size) return ZS_CORRUPT;
+                    nseq = b[q + 1] + (b[q + 2] << 8) + 0x7F00;
+                    at = q + 3;
+                }
+                r.lit_type = lt;
+                r.lit_streams = streams;
+                r.lit_size = rs;
+                r.lit_hdr = hs;
+                r.lit_csize = cs;
+                r.nseq = nseq;
+                if (nseq) {
+                    if (at >= size) return ZS_CORRUPT;
+                    int modes = b[at++];
+                    if (modes & 3) return ZS_CORRUPT;
+                    for (int k = 0; k < 3; k++) {
+                        int m = (modes >> (6 - 2 * k)) & 3;
+                        if (m != 3) def[k] = me;
+                        else if (def[k] < 0) return ZS_CORRUPT;  // a repeated table with none before
+                        r.def[k] = (int)def[k];
+                    }
+                    r.modes = modes;
+                } else if (at != size) {
+                    return ZS_CORRUPT;
+                }
+                r.seq_at = at;
+                least += (i64)rs + 3 * (i64)nseq;  // every match is 3 bytes or more
+                if ((i64)rs + 3 * (i64)nseq > ZS_BLOCK_MAX) return ZS_CORRUPT;
+                lits += rs;
+                seqs += nseq;
+            }
+            if (least > expected) return ZS_SIZE;
+            if (blocks) blocks[me] = r;
+            nb++;
+            first = 0;
+            p += clen;
+            if (last) break;
+        }
+        if (checked) p += 4;
     }
-    if (p != n) return ZS_UNSUPPORTED;  // more frames (or bytes nvCOMP is left to judge)
-    if (wrong) return ZS_SIZE;
+    if (all_known && known != expected) return ZS_SIZE;
+    if (nb == 0) return expected ? ZS_SIZE : ZS_OK;
     counts[0] = nb;
     counts[1] = lits;
     counts[2] = seqs;
@@ -617,8 +676,12 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u32
         for (int k = 0; k < r->nseq; k++) {
             u32 el = t[0][sl], eo = t[1][so], em = t[2][sm];
             u32 lc = el & 0xff, oc = eo & 0xff, mc = em & 0xff;
-            if (lc > 35 || mc > 52 || oc > 26) {
+            if (lc > 35 || mc > 52) {
                 zs_fail(status + r->chunk, ZS_CORRUPT);
+                return;
+            }
+            if (oc > ZS_MAX_OFFSET_CODE) {  // a window over 128 MiB: libzstd's, on the host
+                zs_fail(status + r->chunk, ZS_UNSUPPORTED);
                 return;
             }
             zr_reload(&bs);  // 57 bits or more: the offset's 26 and the match length's 16
@@ -650,7 +713,7 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u32
             }
             litsum += ll;
             total += ml;
-            if (litsum > r->lit_size || total > ZS_BLOCK_MAX) {
+            if (litsum > r->lit_size || total > r->bmax) {
                 zs_fail(status + r->chunk, ZS_CORRUPT);
                 return;
             }
@@ -679,10 +742,18 @@ ZD void zs_place_item(i64 c, const i64* base, const i64* counts, zblock* blocks,
                       int* status) {
     if (status[c]) return;
     u32 hist[3] = {1, 4, 8};
-    i64 at = 0;
+    i64 at = 0, fout = 0, fcs = -1;
     for (i64 i = base[3 * c]; i < base[3 * c] + counts[3 * c]; i++) {
         zblock* r = blocks + i;
+        if (r->fflags & ZS_FIRST) {  // a frame starts afresh: no history, its own repeat offsets
+            hist[0] = 1;
+            hist[1] = 4;
+            hist[2] = 8;
+            fout = at;
+            fcs = r->fcs;
+        }
         r->out = at;
+        r->fout = fout;
         at += r->dsize;
         u32 next[3];
         for (int k = 0; k < 3; k++) {
@@ -690,6 +761,7 @@ ZD void zs_place_item(i64 c, const i64* base, const i64* counts, zblock* blocks,
             next[k] = zs_resolve(r->hist_out[k], hist);
         }
         for (int k = 0; k < 3; k++) hist[k] = next[k];
+        if ((r->fflags & ZS_LAST) && fcs >= 0 && at - fout != fcs) zs_fail(status + c, ZS_SIZE);
     }
     if (at != expected[c]) zs_fail(status + c, ZS_SIZE);
 }
@@ -850,7 +922,7 @@ __device__ void zs_copy_frame(i64 c, const i64* base, const i64* counts, const u
             s.mstart[t] = e + ll;
             s.lstart[t] = lpos + a;
             s.off[t] = (int)off;
-            if (have && (off == 0 || r->out + opos + e + ll - (i64)off < 0)) bad = 1;  // before the frame
+            if (have && (off == 0 || r->out - r->fout + opos + e + ll - (i64)off < 0)) bad = 1;  // before the frame
             __syncthreads();
             if (bad) {
                 if (t == 0) zs_fail(status + c, ZS_OFFSET);
@@ -870,6 +942,65 @@ __device__ void zs_copy_frame(i64 c, const i64* base, const i64* counts, const u
     }
 }
 #endif
+
+// ---- content checksums: XXH64 of each checked frame's output, four threads a frame ---------------------
+
+#define ZS_P1 11400714785074694791ull
+#define ZS_P2 14029467366897019727ull
+#define ZS_P3 1609587929392839161ull
+#define ZS_P4 9650029242287828579ull
+#define ZS_P5 2870177450012600261ull
+#define ZS_XXH_THREADS 128
+
+ZD u64 zs_rotl(u64 x, int r) { return (x << r) | (x >> (64 - r)); }
+ZD u64 zs_xround(u64 acc, u64 in) { return zs_rotl(acc + in * ZS_P2, 31) * ZS_P1; }
+
+ZD u64 zs_rd64(const u8* p) {  // eight bytes at p
+#ifdef __CUDA_ARCH__
+    if (!((size_t)p & 7)) return *(const u64*)p;
+#endif
+    return zs_le(p, 8);
+}
+
+// Accumulator k of XXH64 (seed 0) over the whole 32-byte stripes of [d, d + n): lane k reads the
+// k-th eight bytes of each stripe, so the four lanes run side by side.
+ZD u64 zs_xxh_lane(const u8* d, i64 n, int k) {
+    u64 v = k == 0 ? ZS_P1 + ZS_P2 : (k == 1 ? ZS_P2 : (k == 2 ? 0 : 0 - ZS_P1));
+    for (i64 s = 0; s < n / 32; s++) v = zs_xround(v, zs_rd64(d + 32 * s + 8 * k));
+    return v;
+}
+
+// The low 32 bits of XXH64 of [d, d + n) from its four accumulators (the frame checksum's bits).
+ZD u32 zs_xxh_finish(const u8* d, i64 n, const u64* v) {
+    u64 h;
+    if (n >= 32) {
+        h = zs_rotl(v[0], 1) + zs_rotl(v[1], 7) + zs_rotl(v[2], 12) + zs_rotl(v[3], 18);
+        for (int k = 0; k < 4; k++) h = (h ^ zs_xround(0, v[k])) * ZS_P1 + ZS_P4;
+    } else {
+        h = ZS_P5;
+    }
+    h += (u64)n;
+    const u8* p = d + n / 32 * 32;
+    i64 left = n % 32;
+    for (; left >= 8; left -= 8, p += 8) h = zs_rotl(h ^ zs_xround(0, zs_rd64(p)), 27) * ZS_P1 + ZS_P4;
+    if (left >= 4) {
+        h = zs_rotl(h ^ zs_le(p, 4) * ZS_P1, 23) * ZS_P2 + ZS_P3;
+        p += 4;
+        left -= 4;
+    }
+    for (; left > 0; left--, p++) h = zs_rotl(h ^ *p * ZS_P5, 11) * ZS_P1;
+    h ^= h >> 33;
+    h *= ZS_P2;
+    h ^= h >> 29;
+    h *= ZS_P3;
+    h ^= h >> 32;
+    return (u32)h;
+}
+
+// block record i is the last of a frame with a content checksum, of a chunk decoded so far
+ZD int zs_checked(const zblock* r, const int* status) {
+    return (r->fflags & (ZS_LAST | ZS_CHECKED)) == (ZS_LAST | ZS_CHECKED) && !status[r->chunk];
+}
 
 // ---- the host's copier: the same steps, one after another ------------------------------------------------
 
@@ -895,7 +1026,7 @@ static void zs_copy_host(i64 c, const i64* base, const i64* counts, const u8* co
                 u64 q = seqs[r->seq + g + t];
                 int ll = (int)(q & 0x3FFFF), ml = (int)((q >> 18) & 0x3FFFF);
                 u32 off = zs_resolve((u32)(q >> 36), r->hist_in);
-                if (off == 0 || r->out + opos + e + ll - (i64)off < 0) {
+                if (off == 0 || r->out - r->fout + opos + e + ll - (i64)off < 0) {
                     zs_fail(status + c, ZS_OFFSET);
                     return;
                 }
@@ -962,6 +1093,19 @@ __global__ void zs_place(i64 n, const i64* base, const i64* counts, zblock* bloc
     zs_place_item(i, base, counts, blocks, expected, status);
 }
 
+__global__ void zs_checksum(i64 n, const zblock* blocks, const u64* dst, int* status) {
+    __shared__ u64 v[ZS_XXH_THREADS];
+    i64 i = (blockIdx.x * (i64)blockDim.x + threadIdx.x) >> 2;
+    int k = threadIdx.x & 3;
+    const zblock* r = blocks + i;
+    int mine = i < n && zs_checked(r, status);
+    const u8* f = mine ? (const u8*)dst[r->chunk] + r->fout : 0;
+    i64 len = mine ? r->out + r->dsize - r->fout : 0;
+    v[threadIdx.x] = mine ? zs_xxh_lane(f, len, k) : 0;
+    __syncthreads();
+    if (mine && k == 0 && zs_xxh_finish(f, len, v + threadIdx.x) != r->xxh) zs_fail(status + r->chunk, ZS_CHECKSUM);
+}
+
 __global__ void zs_copy(i64 n, const i64* base, const i64* counts, const u64* src, const zblock* blocks,
                         const u8* lits, const u64* seqs, const u64* dst, int* status) {
     if (blockIdx.x < n && !status[blockIdx.x])
@@ -971,10 +1115,10 @@ __global__ void zs_copy(i64 n, const i64* base, const i64* counts, const u64* sr
 
 // The whole decode of n frames on the host, in the GPU's order of steps (tests only).
 int zs_host_decode(i64 n, const u8* const* src, const i64* sizes, u8* const* dst, const i64* expected,
-                   int* status);
+                   int* status, int verify);
 #include <stdlib.h>
 int zs_host_decode(i64 n, const u8* const* src, const i64* sizes, u8* const* dst, const i64* expected,
-                   int* status) {
+                   int* status, int verify) {
     i64* counts = (i64*)calloc(3 * n + 1, sizeof(i64));
     i64* base = (i64*)calloc(3 * n + 1, sizeof(i64));
     i64 tb = 0, tl = 0, ts = 0;
@@ -1001,6 +1145,15 @@ int zs_host_decode(i64 n, const u8* const* src, const i64* sizes, u8* const* dst
     for (i64 i = 0; i < tb; i++) zs_sequences_item(i, src, blocks, fse, &ZS_LENGTHS, seqs, status);
     for (i64 c = 0; c < n; c++) zs_place_item(c, base, counts, blocks, expected, status);
     for (i64 c = 0; c < n; c++) zs_copy_host(c, base, counts, src, blocks, lits, seqs, dst, status);
+    for (i64 i = 0; verify && i < tb; i++) {
+        const zblock* r = blocks + i;
+        if (!zs_checked(r, status)) continue;
+        const u8* f = dst[r->chunk] + r->fout;
+        i64 len = r->out + r->dsize - r->fout;
+        u64 v[4];
+        for (int k = 0; k < 4; k++) v[k] = zs_xxh_lane(f, len, k);
+        if (zs_xxh_finish(f, len, v) != r->xxh) zs_fail(status + r->chunk, ZS_CHECKSUM);
+    }
     free(counts); free(base); free(blocks); free(huf); free(fse); free(lits); free(seqs);
     return 0;
 }

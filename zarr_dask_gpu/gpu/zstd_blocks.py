@@ -1,5 +1,6 @@
 """Batched zstd decoding by zstd block (``zstd.cu``): the frames' blocks decode at once, not one after
-another in one thread block per frame as in nvCOMP. Frames it does not take go to nvCOMP."""
+another in one thread block per frame as in nvCOMP, and every read and write stays inside the buffers
+the frame walk checked. Chunks the kernels do not take go to ``fallback`` (libzstd on the host)."""
 
 import functools
 from collections.abc import Callable
@@ -10,7 +11,7 @@ import numpy as np
 
 from .sync import wait
 
-_RECORD = 144  # sizeof(zblock)
+_RECORD = 176  # sizeof(zblock)
 _HUF, _FSE = 2048 * 2, 3 * 512 * 4  # bytes of a block's Huffman table and its three FSE tables
 _UNSUPPORTED = 5
 REASONS = {
@@ -19,9 +20,13 @@ REASONS = {
     3: "corrupt zstd data",
     4: "zstd frame decodes to a size other than the metadata's",
     6: "a zstd match reaches before the frame's start",
+    7: "zstd frame needs a dictionary (none is configured)",
+    8: "zstd content checksum does not match",
+    9: "bytes after the last zstd frame that are no frame",
 }
 _THREADS = 128
 _STEP = 256  # ZS_STEP: the copier's threads, one a sequence of a step
+_XXH_THREADS = 128  # ZS_XXH_THREADS: four a frame
 
 
 @functools.cache
@@ -66,9 +71,11 @@ def launch(
     dst_sizes: np.ndarray,
     stream: cp.cuda.Stream,
     fallback: Callable[[np.ndarray], list[tuple[int, str]]],
+    verify: bool,
 ) -> Decode:
-    """Decode zstd frame ``i`` (``src_sizes[i]`` bytes at device address ``src[i]``) into ``dst_sizes[i]``
-    bytes at device address ``dst[i]`` on ``stream`` (the current stream).
+    """Decode zstd chunk ``i`` (``src_sizes[i]`` bytes at device address ``src[i]``: frames and skippable
+    frames) into ``dst_sizes[i]`` bytes at device address ``dst[i]`` on ``stream`` (the current stream);
+    with ``verify``, the frames' content checksums are checked.
 
     The frames' block headers are walked first and their counts read back (the stream is waited for,
     as nvCOMP's scratch query does), so that the scratch is sized from headers checked against the
@@ -103,5 +110,8 @@ def launch(
         _run("zs_place", n, base_d, counts, rec, expected_d, status)
         copy = (np.int64(n), base_d, counts, src_d, rec, lit, seq, dst_d, status)
         _launch("zs_copy", n, *copy, threads=_STEP)  # a thread block a frame
+        if verify:
+            grid = (4 * blocks + _XXH_THREADS - 1) // _XXH_THREADS
+            _launch("zs_checksum", grid, np.int64(blocks), rec, dst_d, status, threads=_XXH_THREADS)
         held += (scratch, base_d)
     return Decode(status, fallback, held)

@@ -1,0 +1,45 @@
+"""Chunks on the device that no device decoder of this package takes, decoded on the host by the
+reference libraries (``codecs/reference.py``) and copied back: gzip and zlib streams, and the zstd
+frames the kernels leave (windows over 128 MiB)."""
+
+import cupy as cp
+import numpy as np
+
+from ..codecs.reference import decode_into
+from .sync import wait
+
+
+class Decoded:
+    """A host decode's outcome, in the shape of the device decoders' reports."""
+
+    def __init__(self, bad: list[tuple[int, str]]) -> None:
+        self.bad = bad
+
+    def failures(self) -> list[tuple[int, str]]:
+        return self.bad
+
+
+def decode(
+    compression: str,
+    src: np.ndarray,
+    src_sizes: np.ndarray,
+    dst: np.ndarray,
+    dst_sizes: np.ndarray,
+    stream: cp.cuda.Stream,
+) -> Decoded:
+    """Decode item ``i`` (``src_sizes[i]`` bytes at device address ``src[i]``) into exactly
+    ``dst_sizes[i]`` bytes at device address ``dst[i]``, once ``stream`` has passed what it holds; the
+    copies back are ordered on ``stream``. Failures as (index, reason), with that item left unwritten."""
+    wait(stream)
+    rt = cp.cuda.runtime
+    bad = []
+    for i in range(len(src)):
+        data = np.empty(int(src_sizes[i]), np.uint8)
+        rt.memcpy(data.ctypes.data, int(src[i]), data.nbytes, rt.memcpyDeviceToHost)
+        out = np.empty(int(dst_sizes[i]), np.uint8)
+        why = decode_into(compression, data, out)  # type: ignore[arg-type]
+        if why:
+            bad.append((i, why))
+        else:  # pageable memory: the copy is staged before the call returns, so `out` may go
+            rt.memcpyAsync(int(dst[i]), out.ctypes.data, out.nbytes, rt.memcpyHostToDevice, stream.ptr)
+    return Decoded(bad)
