@@ -6,6 +6,7 @@
 # default "B C D", written by bench or data), cprobe (nvCOMP's C API: scratch and decode times),
 # zprobe (this package's zstd kernels against nvCOMP on A's chunks, each kernel timed),
 # lz4probe (nvCOMP's LZ4 on damaged blocks), checkprobe (the lz4 structure check's kernels on D),
+# sanitize (memcheck and racecheck on the decoders: MEMCHECK_TESTS, RACECHECK_TESTS),
 # readprobe (B's small reads against threads and waits), hostprobe (decoding from pinned host
 # memory), largereads (A's reads: one call against tasks' calls, kvikio threads and task size),
 # poolprobe (a pass with cupy's pool emptied after each, as the bench times it, or kept), scratch (a
@@ -47,6 +48,16 @@ step timeline8 "${TIMELINE_TIMEOUT:-200}" env CUDA_DEVICE_MAX_CONNECTIONS=8 pyth
 step data 180 python3 -c 'import argparse, sys; from zarr_dask_gpu.bench import _dataset; [_dataset(argparse.Namespace(gib=4.0, chunk_mib=8, path="/tmp/bench-a.zarr"), d) for d in sys.argv[1:]]' ${DATA:-B}
 # shellcheck disable=SC2016  # expanded by the inner bash
 step timelines "${TIMELINE_TIMEOUT:-200}" bash -c 'for d in ${TIMELINES:-B C D}; do python3 benchmarks/timeline.py --path /tmp/bench-a.zarr-$d | grep -v "^    thread"; done'
+# the decoders under compute-sanitizer, cupy's pools off (ZDG_CUPY_POOL=0, tests/conftest.py) so that
+# each buffer is its own allocation and a read past its end is seen: memcheck on the decoder tests and
+# the fuzz corpus, racecheck on the kernels that share memory; any report fails the step
+# shellcheck disable=SC2016,SC2086  # expanded by the inner bash; the test lists hold several words
+step sanitize "${SANITIZE_TIMEOUT:-480}" env ZDG_CUPY_POOL=0 bash -c '
+  cs="compute-sanitizer --error-exitcode 97 --print-limit 20"
+  $cs --tool memcheck --leak-check no python3 -m pytest -q -m gpu -p no:cacheprovider -o faulthandler_timeout=300 \
+    ${MEMCHECK_TESTS:-tests/test_gpu_zstd.py tests/test_gpu.py tests/test_damage.py} || exit $?
+  $cs --tool racecheck python3 -m pytest -q -m gpu -p no:cacheprovider \
+    ${RACECHECK_TESTS:-tests/test_gpu_zstd.py::test_frames_as_libzstd_reads_them tests/test_gpu.py::test_the_warps_lz4_walk_agrees_with_one_threads}'
 step cprobe 120 python3 benchmarks/probe_nvcomp_c.py
 # shellcheck disable=SC2086  # ZPROBE_ARGS holds several words
 step zprobe 150 python3 benchmarks/probe_zstd.py ${ZPROBE_ARGS:-}
@@ -62,4 +73,4 @@ step remote "${REMOTE_TIMEOUT:-200}" python3 benchmarks/remote_bench.py
 step scaling "${SCALING_TIMEOUT:-500}" python3 benchmarks/scaling.py --sizes-gib 4 16 --json "$OUT/scaling.json" ${SCALING_ARGS:-}
 step dl "${DL_TIMEOUT:-500}" python3 benchmarks/state_dict_bench.py --gib "${DL_GIB:-4}" --json "$OUT/state_dict.json"
 for k in "${!rc[@]}"; do echo "$k rc=${rc[$k]}"; done
-exit $(( ${rc[tests]:-0} || ${rc[bench]:-0} ))
+exit $(( ${rc[tests]:-0} || ${rc[bench]:-0} || ${rc[sanitize]:-0} ))

@@ -1,3 +1,5 @@
+import os
+
 import dask
 import numpy as np
 import pytest
@@ -10,6 +12,14 @@ DEVICES = [
     pytest.param("gpu", marks=pytest.mark.gpu),
     pytest.param("gpu-kvikio", marks=pytest.mark.gpu),
 ]
+
+
+def pytest_configure(config):
+    if os.environ.get("ZDG_CUPY_POOL") == "0":  # compute-sanitizer: each buffer its own allocation
+        import cupy
+
+        cupy.cuda.set_allocator(None)
+        cupy.cuda.set_pinned_memory_allocator(None)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -37,7 +37,7 @@ def decode(
         data = np.empty(int(src_sizes[i]), np.uint8)
         rt.memcpy(data.ctypes.data, int(src[i]), data.nbytes, rt.memcpyDeviceToHost)
         out = np.empty(int(dst_sizes[i]), np.uint8)
-        why = decode_into(compression, data, out)  # type: ignore[arg-type]
+        why = decode_into(compression, memoryview(data), out)  # type: ignore[arg-type]
         if why:
             bad.append((i, why))
         else:  # pageable memory: the copy is staged before the call returns, so `out` may go

@@ -162,21 +162,19 @@ ZD u32 zb_read(zback* b, int nbits) {  // nbits <= 26
 // ends with `used == end` at byte 0, and over-reads of a corrupt stream give garbage bits, never loads.
 typedef struct { const u8* s; int at, used, end, n; u64 bits; } zrev;
 
-// Eight bytes at p, inside the stream. On the device, where the 16 bytes of the two aligned words
-// holding them end inside the stream too, as those two loads rather than eight; the first word may
-// begin up to 7 bytes before p, which is inside the frame (a stream starts 10 bytes or more into it:
-// magic, frame header, block header, sequences header). Near the stream's end, byte loads.
-ZD u64 zs_load8(const u8* p, int words) {
+// Eight bytes at p, inside the stream: on the device as the two aligned words holding them (two loads,
+// not eight) where those 16 bytes end inside the stream too; the first word may begin up to 7 bytes
+// before p, which is inside the frame (a stream starts more than 7 bytes into it: magic, frame header,
+// block header, sequences header). Near the stream's end, byte loads, out of line so that the
+// sequence loop does not carry them.
 #ifdef __CUDA_ARCH__
-    if (words) {
-        const u64* w = (const u64*)((size_t)p & ~(size_t)7);
-        int sh = (int)((size_t)p & 7) * 8;
-        return sh ? (w[0] >> sh) | (w[1] << (64 - sh)) : w[0];
-    }
-#endif
-    (void)words;
-    return zs_le(p, 8);
+__device__ __forceinline__ u64 zs_words8(const u8* p) {
+    const u64* w = (const u64*)((size_t)p & ~(size_t)7);
+    int sh = (int)((size_t)p & 7) * 8;
+    return sh ? (w[0] >> sh) | (w[1] << (64 - sh)) : w[0];
 }
+__device__ __noinline__ u64 zs_bytes8(const u8* p) { return zs_le(p, 8); }
+#endif
 
 ZD int zr_init(zrev* r, const u8* s, int n) {
     if (n <= 0 || s[n - 1] == 0) return 0;
@@ -184,7 +182,7 @@ ZD int zr_init(zrev* r, const u8* s, int n) {
     r->n = n;
     r->at = n >= 8 ? n - 8 : 0;
     r->end = n >= 8 ? 64 : 8 * n;
-    r->bits = n >= 8 ? zs_load8(s + n - 8, 0) : zs_le(s, n) << (64 - 8 * n);
+    r->bits = n >= 8 ? zs_le(s + n - 8, 8) : zs_le(s, n) << (64 - 8 * n);
     r->used = 8 - zs_hsb(s[n - 1]);  // the padding above the end mark, and the mark
     return 1;
 }
@@ -195,7 +193,12 @@ ZD void zr_reload(zrev* r) {
     if (k) {
         r->at -= k;
         r->used -= 8 * k;
-        r->bits = zs_load8(r->s + r->at, r->at + 16 <= r->n);  // the aligned words end by at + 16
+#ifdef __CUDA_ARCH__
+        if (r->at + 16 <= r->n) r->bits = zs_words8(r->s + r->at);  // the two words end by at + 16
+        else r->bits = zs_bytes8(r->s + r->at);
+#else
+        r->bits = zs_le(r->s + r->at, 8);
+#endif
     }
 }
 
@@ -671,7 +674,7 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u32
             return;
         }
         u32 sl = zr_read(&bs, log[0]), so = zr_read(&bs, log[1]), sm = zr_read(&bs, log[2]);
-        i64 litsum = 0;
+        i64 litsum = 0, most = r->bmax;
         u64* out = seqs + r->seq;
         for (int k = 0; k < r->nseq; k++) {
             u32 el = t[0][sl], eo = t[1][so], em = t[2][sm];
@@ -713,7 +716,7 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u32
             }
             litsum += ll;
             total += ml;
-            if (litsum > r->lit_size || total > r->bmax) {
+            if (litsum > r->lit_size || total > most) {
                 zs_fail(status + r->chunk, ZS_CORRUPT);
                 return;
             }
