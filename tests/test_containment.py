@@ -194,6 +194,10 @@ def test_the_plugin_closes_a_poisoned_worker_once_its_task_has_erred():
 
     plugin, worker = GpuReadPlugin(), Worker()
     plugin.setup(worker)
+    plugin.teardown(worker)  # removed from a healthy worker: innocents would wait for nothing
+    assert not containment._healing
+    plugin.setup(worker)
+    assert containment._healing
     plugin.transition("a", "executing", "error")  # an ordinary error: the process is fine
     assert not worker.loop.calls
     containment.fault([(_Info("/x/b.zarr"), [_Piece(5, 0)])], "cudaErrorIllegalAddress", sticky=True)
@@ -202,6 +206,8 @@ def test_the_plugin_closes_a_poisoned_worker_once_its_task_has_erred():
     plugin.transition("c", "executing", "error")  # the faulting task's error: close, once
     plugin.transition("d", "executing", "error")
     assert worker.loop.calls == [(plugin._close_poisoned, (worker,))]
+    plugin.teardown(worker)  # as the close itself removes the plugin: the innocents keep waiting
+    assert containment._healing
 
 
 def test_a_fault_errs_its_block_alone_and_the_nanny_restarts_its_worker(tmp_path):

@@ -49,6 +49,10 @@ class GpuReadPlugin(WorkerPlugin):
 
             setup.configure()
 
+    def teardown(self, worker: Worker) -> None:
+        if not self._closing:  # removed from a healthy worker: nothing will restart its process
+            containment.heal_on_fault(False)
+
     def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
         # Called on the worker's event loop inside its handling of the task's failure, before that
         # handling puts the task-erred message into the worker's batched stream to the scheduler
