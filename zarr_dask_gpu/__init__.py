@@ -11,6 +11,7 @@ from . import config
 from .errors import (
     BlockMemoryError,
     ChunkDecodeError,
+    DeviceFaultError,
     MetadataError,
     MissingChunkError,
     ZarrGpuError,
@@ -22,6 +23,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BlockMemoryError",
     "ChunkDecodeError",
+    "DeviceFaultError",
     "MetadataError",
     "MissingChunkError",
     "ZarrGpuError",

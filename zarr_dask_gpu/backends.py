@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from . import config
+from . import config, containment
 from .codecs.cpu import decode_chunk
 from .device import Device
 from .io import host_reader
@@ -64,6 +64,8 @@ class Backend(Protocol):
         ------
         ChunkDecodeError
             A chunk is damaged; the message names its array and key.
+        DeviceFaultError
+            A CUDA error during the batch's device work; the message names its array and keys.
         """
         ...
 
@@ -95,6 +97,8 @@ class CpuBackend:
     def decode_many(
         self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], np.ndarray]]
     ) -> list[list[Slot | None]]:
+        if containment.injected(blocks):  # test-only: the GPU path's fault, simulated (testing-fault-keys)
+            raise containment.simulated_fault(blocks)
         return [self.decode(*block) for block in blocks]  # each block's chunks are already parallel
 
 

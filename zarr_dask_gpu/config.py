@@ -67,6 +67,9 @@ DEFAULTS: dict[str, Any] = {
     "coalesce-gap": "1MiB",
     # ... of at most this many bytes
     "coalesce-limit": "256MiB",
+    # test-only: chunk keys ("c/1/2", or "<array path>/c/1/2") whose decode faults, a real sticky CUDA
+    # fault on the GPU and a simulated one on the CPU, to exercise the containment (containment.py)
+    "testing-fault-keys": None,
 }
 
 dask.config.update_defaults({"zarr_dask_gpu": DEFAULTS})

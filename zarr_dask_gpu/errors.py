@@ -36,6 +36,43 @@ class MissingChunkError(ChunkDecodeError):
     """A chunk is absent and the read was asked to be strict."""
 
 
+class DeviceFaultError(ZarrGpuError):
+    """A CUDA error during a task's device work: reading or decoding a batch of chunks.
+
+    A ``sticky`` error (an illegal address, a launch failure, an uncorrectable ECC error, ...) leaves the
+    process's CUDA context unusable: the worker that saw it is restarted by this package's worker plugin,
+    and the task whose batch faulted ends with this error rather than being retried on another worker
+    (docs/design.md, "Containment of CUDA faults").
+
+    Parameters
+    ----------
+    store
+        Path of the array in its store (the batch's arrays, comma-separated, when it read several).
+    keys
+        The chunk keys of the batch that was being read or decoded (``path/key`` when of several arrays).
+    reason
+        The CUDA error's text, such as ``cudaErrorIllegalAddress: an illegal memory access was
+        encountered``.
+    sticky
+        The process's CUDA context is unusable afterwards.
+    """
+
+    NAMED = 3  # keys the message names; the rest are counted
+
+    def __init__(self, store: str, keys: tuple[str, ...], reason: str, sticky: bool) -> None:
+        self.store = store
+        self.keys = tuple(keys)
+        self.reason = reason
+        self.sticky = bool(sticky)
+        named = ", ".join(map(repr, self.keys[: self.NAMED])) or "no chunks"
+        more = f" and {len(self.keys) - self.NAMED} more" if len(self.keys) > self.NAMED else ""
+        lost = "; the CUDA context of the process is lost (sticky error)" if self.sticky else ""
+        super().__init__(f"CUDA error reading chunks {named}{more} of {store}: {reason}{lost}")
+
+    def __reduce__(self):  # keeps the fields across process boundaries (dask workers)
+        return type(self), (self.store, self.keys, self.reason, self.sticky)
+
+
 class BlockMemoryError(ZarrGpuError, MemoryError):
     """A block, with its staging and decode buffers, did not fit in (device) memory.
 

@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 from dask.array.slicing import normalize_index
 
+from . import containment
 from .backends import PLACED, get_backend
 from .device import Device
 from .errors import BlockMemoryError, MissingChunkError
@@ -42,10 +43,12 @@ def read_regions(
 def _read_regions(
     boxes: Sequence[tuple[ArrayInfo, tuple[int, ...], tuple[int, ...]]], device: Device, strict: bool
 ) -> list[Any]:
+    pieces = [block_pieces(start, stop, info.chunks) for info, start, stop in boxes]
+    if containment.poisoned():  # an earlier task's sticky CUDA fault: wait for the worker's restart
+        raise containment.innocent(zip([info for info, _, _ in boxes], pieces, strict=True))
     backend = get_backend(device)
     xp = backend.xp
     shapes = [tuple(b - a for a, b in zip(start, stop, strict=True)) for _, start, stop in boxes]
-    pieces = [block_pieces(start, stop, info.chunks) for info, start, stop in boxes]
     with backend.context():
         outs = [  # made on the task's stream, decoded into there
             xp.empty(shape, dtype=info.dtype) for (info, _, _), shape in zip(boxes, shapes, strict=True)
