@@ -1,0 +1,275 @@
+"""The read path against a fuzz corpus of stored chunks (tests/damage.py): where numcodecs decodes a
+chunk to its metadata's size, the block holds those bytes; where it refuses, the read raises
+ChunkDecodeError naming the array and the chunk key. Verdicts come from the reference, never from
+expectations written here."""
+
+import functools
+import hashlib
+import itertools
+import json
+import os
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numcodecs
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
+
+from zarr_dask_gpu import ChunkDecodeError, from_zarr_gpu
+from zarr_dask_gpu.metadata import open_array_info
+from zarr_dask_gpu.storage import read_shard_index
+
+from .conftest import host
+from .damage import CODECS, ZSTD_SECTIONS, Case, corpus, parse_zstd, reference, zstd_sections
+
+V3_CODECS = ("zstd", "gzip", "blosc-lz4", "blosc-lz4hc", "blosc-zstd", "blosc-zlib")
+LAYOUTS = [(c, 2) for c in CODECS] + [(c, 3) for c in V3_CODECS]
+
+
+@functools.cache
+def _corpus() -> tuple[Case, ...]:
+    return tuple(corpus(seed=0, scale="ci"))
+
+
+@functools.cache
+def _verdicts() -> tuple[bytes | None, ...]:
+    """Each case's reference verdict: a digest of the bytes numcodecs decodes, or None."""
+    out = []
+    for case in _corpus():
+        ref = reference(case)
+        out.append(None if ref is None else hashlib.blake2b(ref, digest_size=16).digest())
+    return tuple(out)
+
+
+def _v3_compressor(config: dict, itemsize: int):
+    """zarr's own v3 codec for a numcodecs config (decoding ignores its settings but the id)."""
+    if config["id"] == "zstd":
+        return ZstdCodec(level=config.get("level", 3), checksum=config.get("checksum", False))
+    if config["id"] == "gzip":
+        return GzipCodec(level=config.get("level", 5))
+    shuffle = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}[config["shuffle"]]
+    return BloscCodec(cname=config["cname"], clevel=config["clevel"], shuffle=shuffle, typesize=itemsize)
+
+
+def _write(root: Path, codec: str, fmt: int) -> list[tuple[Path, int, list[int]]]:
+    """One array per (config, size, itemsize) of ``codec``'s cases, each chunk file overwritten with
+    one case's bytes: (array path, elements per chunk, the cases' indices in chunk order)."""
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, case in enumerate(_corpus()):
+        if case.codec == codec:
+            groups[(json.dumps(case.config, sort_keys=True), case.size, case.itemsize)].append(i)
+    out = []
+    for g, ((config, size, itemsize), members) in enumerate(sorted(groups.items())):
+        path = root / f"a{g}.zarr"
+        elems = size // itemsize
+        kw = dict(shape=(elems * len(members),), chunks=(elems,), dtype=f"<u{itemsize}", fill_value=0)
+        cfg = json.loads(config)
+        if fmt == 2:
+            zarr.create_array(path, zarr_format=2, compressors=numcodecs.get_codec(cfg), filters=None, **kw)
+        else:
+            zarr.create_array(path, zarr_format=3, compressors=[_v3_compressor(cfg, itemsize)], **kw)
+            (path / "c").mkdir()
+        for j, i in enumerate(members):
+            (path / (str(j) if fmt == 2 else f"c/{j}")).write_bytes(_corpus()[i].data)
+        out.append((path, elems, members))
+    return out
+
+
+def _check(x, j: int, key: str, location: str, verdict: bytes | None) -> str | None:
+    """Why block ``j`` disagrees with the reference's verdict, or None when it agrees."""
+    try:
+        got = host(x.blocks[j].compute(scheduler="sync"))
+    except ChunkDecodeError as e:
+        if verdict is not None:
+            return f"refused a chunk the reference decodes: {e.reason}"
+        if e.key != key or e.store != location or repr(key) not in str(e) or location not in str(e):
+            return f"ChunkDecodeError names {e.key!r} of {e.store!r}, not {key!r} of {location!r}: {e}"
+        return None
+    except Exception as e:  # any other type is wrong too
+        return f"raised {type(e).__name__} (not ChunkDecodeError): {e}"
+    if verdict is None:
+        return "decoded a chunk the reference refuses"
+    if hashlib.blake2b(np.ascontiguousarray(got).tobytes(), digest_size=16).digest() != verdict:
+        return "decoded to other bytes than the reference"
+    return None
+
+
+def _summary(failures: list[tuple[Case, str]], checked: int) -> str:
+    by = Counter((c.label, why.split(":")[0]) for c, why in failures)
+    first = {}
+    for c, why in failures:
+        first.setdefault((c.label, why.split(":")[0]), f"{why} (size {c.size}, {len(c.data)} bytes stored)")
+    lines = [f"{len(failures)} of {checked} chunks disagree with the reference:"]
+    lines += [f"  {label}: {n} x, e.g. {first[label, w]}" for (label, w), n in sorted(by.items())]
+    return "\n".join(lines)
+
+
+@pytest.mark.filterwarnings("ignore::zarr_dask_gpu.ZarrGpuWarning")
+@pytest.mark.parametrize("codec,fmt", LAYOUTS, ids=[f"{c}-v{f}" for c, f in LAYOUTS])
+def test_reads_agree_with_the_reference(tmp_path, device, codec, fmt):
+    verdicts = _verdicts()
+    failures: list[tuple[Case, str]] = []
+    checked = 0
+    for path, elems, members in _write(tmp_path, codec, fmt):
+        x = from_zarr_gpu(path, chunks=elems, device=device)
+        assert x.numblocks == (len(members),)
+        location = os.path.abspath(path)
+        for j, i in enumerate(members):
+            key = str(j) if fmt == 2 else f"c/{j}"
+            why = _check(x, j, key, location, verdicts[i])
+            checked += 1
+            if why:
+                failures.append((_corpus()[i], why))
+    assert checked
+    assert not failures, _summary(failures, checked)
+
+
+# ---------------------------------------------------------------------------------------------
+# sharded v3: damaged inner chunks name the shard key and the inner chunk
+
+
+def _shard_bytes(chunks: list[bytes], n_index: int) -> bytes:
+    """A shard (index at the end, crc32c) holding ``chunks`` in order."""
+    import google_crc32c
+
+    index, body, off = [], b"", 0
+    for c in chunks:
+        index.append((off, len(c)))
+        body += c
+        off += len(c)
+    assert len(index) == n_index
+    idx = np.array(index, dtype="<u8").tobytes()
+    return body + idx + google_crc32c.value(idx).to_bytes(4, "little")
+
+
+SHARD_DAMAGE = ("flip", "garbage", "truncated", "truncated-and-reindexed", "zeroed-header")
+
+
+@pytest.mark.parametrize("compressor", ["zstd", "blosc"])
+@pytest.mark.parametrize("damage", SHARD_DAMAGE)
+def test_damaged_inner_chunk_of_a_shard(tmp_path, device, compressor, damage):
+    rng = np.random.default_rng(7)
+    comp = (
+        ZstdCodec(level=3) if compressor == "zstd" else BloscCodec(cname="lz4", typesize=4, shuffle="shuffle")
+    )
+    path = tmp_path / "s.zarr"
+    a = zarr.create_array(
+        path, shape=(4096,), shards=(1024,), chunks=(256,), dtype="<f4", compressors=[comp], fill_value=0
+    )
+    values = np.round(np.sin(np.arange(4096) / 50) * 20 + rng.normal(0, 0.2, 4096), 1).astype("<f4")
+    a[...] = values
+    info = open_array_info(path)
+    shard, inner = 2, 1  # inner chunk (1,) of shard c/2: elements 2304-2559
+    file, entries = read_shard_index(info, (shard * 4 + inner,))
+    data = Path(file).read_bytes()
+    chunks = [data[int(o) : int(o) + int(n)] for o, n in entries.reshape(-1, 2)]
+    victim = chunks[inner]
+    if damage == "flip":  # a bit of the frame header's size field or blosc's nbytes
+        bad = bytearray(victim)
+        bad[6 if compressor == "zstd" else 5] ^= 0x10
+        bad = bytes(bad)
+    elif damage == "garbage":
+        bad = rng.integers(0, 256, len(victim), dtype=np.uint8).tobytes()
+    elif damage == "zeroed-header":
+        bad = bytes(16) + victim[16:]
+    elif damage == "truncated":  # in place: cut short, then zeros, so the index stays valid
+        bad = victim[: len(victim) // 2] + bytes(len(victim) - len(victim) // 2)
+    else:  # cut short, the shard rewritten with an index that says so
+        bad = victim[: len(victim) // 2]
+    case = Case(
+        "zstd" if compressor == "zstd" else "blosc-lz4",
+        damage,
+        bad,
+        256 * 4,
+        4,
+        numcodecs.Zstd().get_config() if compressor == "zstd" else numcodecs.Blosc().get_config(),
+    )
+    assert reference(case) is None  # a damage the reference refuses
+    if damage == "truncated-and-reindexed":
+        chunks[inner] = bad
+        Path(file).write_bytes(_shard_bytes(chunks, len(chunks)))
+        assert len(Path(file).read_bytes()) < len(data)
+    else:
+        assert len(bad) == len(victim)
+        offset = int(entries.reshape(-1, 2)[inner][0])
+        Path(file).write_bytes(data[:offset] + bad + data[offset + len(victim) :])
+    x = from_zarr_gpu(path, chunks=256, device=device)
+    for j in range(16):
+        if j == shard * 4 + inner:
+            with pytest.raises(ChunkDecodeError, match=rf"inner chunk \({inner},\)") as e:
+                x.blocks[j].compute(scheduler="sync")
+            assert e.value.key == f"c/{shard}" and e.value.store == os.path.abspath(path)
+            assert "'c/2'" in str(e.value)
+        else:
+            want = a[j * 256 : (j + 1) * 256]  # zarr-python reads the sound inner chunks
+            np.testing.assert_array_equal(want, values[j * 256 : (j + 1) * 256])
+            np.testing.assert_array_equal(host(x.blocks[j].compute(scheduler="sync")), want)
+
+
+# ---------------------------------------------------------------------------------------------
+# the corpus itself
+
+
+def test_corpus_covers_what_it_promises():
+    cases = _corpus()
+    verdicts = _verdicts()
+    damaged = [c for c in cases if not c.label.startswith("sound")]
+    assert len(damaged) >= 2000
+    assert sum(v is None for v in verdicts) >= 2000
+    assert {c.codec for c in cases} == set(CODECS)
+    for c in cases:
+        assert c.codec in CODECS and c.itemsize in (1, 2, 4, 8) and c.size % c.itemsize == 0
+    labels = {c.label for c in cases if c.codec == "zstd"}
+    for section in ZSTD_SECTIONS:
+        assert f"flip:{section}" in labels, section
+    for section in ("block-header", "literals-header", "sequences-header", "fse-tables", "magic"):
+        assert f"truncate:{section}" in labels and f"truncate-in:{section}" in labels, section
+    sizes = [c.size for c in cases if c.codec == "zstd"]
+    assert min(sizes) <= 1024 and max(sizes) == 16 << 20
+    assert 0 < sum(s > 4 << 20 for s in sizes) <= 10  # a handful of the largest
+    decoded = Counter(c.label.split(":")[0] for c, v in zip(cases, verdicts, strict=True) if v is not None)
+    for prefix in ("concat-frames", "skippable", "trailing", "sound"):
+        assert decoded[prefix] > 0, prefix
+    by_label = {(c.codec, c.label) for c, v in zip(cases, verdicts, strict=True) if v is not None}
+    for want in [
+        ("zstd", "sound:no-content-size"),
+        ("zstd", "sound:checksum"),
+        ("zstd", "sound:zstandard-checksum"),
+        ("zstd", "sound:window"),
+        ("zstd", "concat-frames:2"),
+        ("zstd", "skippable:before"),
+        ("blosc-lz4", "trailing:16"),
+        ("zstd", "sound:constant"),
+    ]:
+        assert want in by_label, want
+    for c in cases:  # shuffles and typesizes of blosc
+        if c.codec.startswith("blosc") and c.label == "sound":
+            assert c.data[3] == c.itemsize
+    combos = {(c.codec, c.config["shuffle"], c.itemsize) for c in cases if c.codec.startswith("blosc")}
+    assert len(combos) == 4 * 3 * 4
+    assert len({c.config["id"] for c in cases}) == 5
+
+
+def test_corpus_is_deterministic():
+    again = corpus(seed=0, scale="ci")
+    assert [(c.codec, c.label, c.data, c.size) for c in again] == [
+        (c.codec, c.label, c.data, c.size) for c in _corpus()
+    ]
+    other = corpus(seed=1, scale="ci")
+    assert [c.data for c in other] != [c.data for c in again]
+
+
+def test_zstd_sections_tile_every_sound_frame():
+    for c in _corpus():
+        if c.codec != "zstd" or not c.label.startswith("sound"):
+            continue
+        sections = zstd_sections(c.data)
+        assert sections[0].start == 0 and sections[-1].end == len(c.data), c.label
+        for s, t in itertools.pairwise(sections):
+            assert s.end == t.start and s.start < s.end, (c.label, s, t)
+        frames, _ = parse_zstd(c.data)
+        fcs = [f.fcs(c.data) for f in frames]
+        if None not in fcs:
+            assert sum(fcs) == c.size, c.label
