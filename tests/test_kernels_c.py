@@ -5,6 +5,7 @@ gpu-marked tests run the same code as CUDA on the GPU machine.
 """
 
 import ctypes
+import os
 import shutil
 import subprocess
 import zlib
@@ -21,20 +22,35 @@ from .conftest import lz4_fuzz
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    def host_c(src: str) -> str:
-        return src.split('extern "C"')[0]  # the device functions; the __global__ wrappers need CUDA
+def kernels_source() -> str:
+    """The kernels' device functions as one C file (their ``__global__`` wrappers need CUDA)."""
 
-    code = (
+    def host_c(src: str) -> str:
+        return src.split('extern "C"')[0]
+
+    return (
         "#include <stdbool.h>\n#define __device__\n"
         + host_c(kernels.VALIDATE_SOURCE)
         + host_c(kernels.BLOSC_SOURCE).replace("typedef unsigned char u8;\ntypedef long long i64;\n", "")
         + host_c(kernels.CRC32C_SOURCE).replace("typedef unsigned char u8;\ntypedef long long i64;\n", "")
         + host_c(kernels.COPY_SOURCE).replace("typedef unsigned char u8;\ntypedef long long i64;\n", "")
     )
+
+
+def _asan() -> str | None:
+    """The path of the C compiler's AddressSanitizer runtime, None without one."""
+    if shutil.which("cc") is None:
+        return None
+    found = subprocess.run(
+        ["cc", "-print-file-name=libasan.so"], capture_output=True, text=True
+    ).stdout.strip()
+    return found if os.path.isabs(found) else None
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
     d = tmp_path_factory.mktemp("kernels")
-    (d / "k.c").write_text(code)
+    (d / "k.c").write_text(kernels_source())
     subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", str(d / "k.so"), str(d / "k.c")], check=True)
     return ctypes.CDLL(str(d / "k.so"))
 
