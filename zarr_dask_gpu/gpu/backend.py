@@ -184,7 +184,7 @@ class GpuBackend:
             return [(int(which[i]), f"inner stream: {why}") for i, why in failed]
 
         bad = blosc.decode_batch(
-            staged.buffer, offsets, sizes, expected, part.decoded, part.starts, inner_streams
+            staged.buffer, offsets, sizes, expected, part.decoded, part.starts, inner, inner_streams
         )
         if bad:  # c-blosc's verdict on the frames refused; those it decodes are placed, the rest decoded
             dst = np.uint64(part.decoded.data.ptr) + part.starts.astype(np.uint64)
@@ -200,6 +200,7 @@ class GpuBackend:
                     expected,
                     part.decoded,
                     part.starts[rest],
+                    inner,
                     inner_streams,
                 )
                 part.raise_first([(int(rest[j]), why) for j, why in again])

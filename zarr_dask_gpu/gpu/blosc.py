@@ -20,6 +20,21 @@ from .gather import copy_ranges
 from .kernels import BLOSC_SOURCE
 
 _THREADS = 256
+_COMPCODE = {"lz4": 1, "zlib": 3, "zstd": 4}  # c-blosc's format codes, the flags' top three bits
+
+
+def _unusual(heads: np.ndarray, codec: str) -> np.ndarray:
+    """Which checked blosc1 headers (rows of 16 bytes) these kernels leave to c-blosc."""
+    flags, versionlz = heads[:, 2].astype(np.int64), heads[:, 1]
+    words = heads[:, 4:16].copy().view("<i4").astype(np.int64)
+    nbytes, blocksize = words[:, 0], words[:, 1]
+    copied = (flags & 2) > 0
+    return (
+        ((flags >> 5) != _COMPCODE[codec]) & ~copied
+        | (versionlz != 1) & ~copied
+        | ((flags & 0x08) > 0)
+        | (blocksize > np.maximum(nbytes, 1))
+    )
 
 
 @functools.cache
@@ -34,10 +49,14 @@ def decode_batch(
     expected: int,
     out: cp.ndarray,
     out_offsets: np.ndarray,
+    codec: str,
     decode_streams: Callable[..., list[tuple[int, str]]],
 ) -> list[tuple[int, str]]:
-    """Decode a batch of blosc frames into ``out`` at ``out_offsets``; the damaged ones as
-    (index, reason), with nothing decoded, when there are any.
+    """Decode a batch of blosc frames whose streams are ``codec`` (lz4, zstd or zlib) into ``out`` at
+    ``out_offsets``; the damaged ones as (index, reason), with nothing decoded, when there are any.
+    Headers that c-blosc may read otherwise than these kernels (another codec or format version
+    than the metadata's, reserved flags, blocks larger than the frame) are refused: the backend
+    hands those frames to c-blosc on the host.
 
     ``decode_streams(frames, src_offsets, src_sizes, target, dst_offsets, dst_sizes)`` checks and decodes
     the compressed inner streams with nvCOMP (the backend's codec and stream), returning failures as
@@ -46,8 +65,10 @@ def decode_batch(
     n = len(offsets)
     heads = buffer[cp.asarray(offsets)[:, None] + cp.arange(16)].get()
     bad = [(i, why) for i in range(n) if (why := check_blosc(bytes(heads[i]), int(sizes[i]), expected))]
+    odd = set(np.flatnonzero(_unusual(heads, codec)).tolist()) - {i for i, _ in bad}
+    bad += [(i, "a blosc header these kernels do not take") for i in sorted(odd)]
     if bad:
-        return bad
+        return sorted(bad)
     h = blosc_layout(heads)
     sizes = h["ctbytes"]  # the frame's own bytes: what follows them is not blosc's (older z5py pads)
     rows = h["rows"]

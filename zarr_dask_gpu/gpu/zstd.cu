@@ -9,9 +9,9 @@
 // (XXH64, four threads a frame) and compared. A chunk may hold several frames and skippable frames, as
 // libzstd reads them. Every read of the compressed bytes, the tables and the scratch is bounded by the
 // sizes the walk checked, every loop by a count it checked, and every write lands inside the chunk's
-// output (the decoded sizes are checked against the metadata before any byte is copied). The one
-// thing not decoded here, offset codes over 26 (windows over 128 MiB), is reported as ZS_UNSUPPORTED
-// and decoded by libzstd on the host.
+// output (the decoded sizes are checked against the metadata before any byte is copied). The kernels
+// are strict: what RFC 8878 allows but they do not take (offset codes over 26, windows over 128 MiB)
+// is ZS_UNSUPPORTED, and what they refuse libzstd judges on the host (gpu/backend.py's _rescue).
 //
 // The same source compiles as C on the host (tests/test_zstd_c.py), where each kernel's items run one
 // after another and the copier's steps are played sequentially.
@@ -339,8 +339,8 @@ ZD int zs_walk(const u8* d, i64 n, i64 expected, int chunk, i64* counts, zblock*
         }
         p += fcs;
         if (single) window = content;
-        // libzstd reads frames without a content size as a stream, which refuses windows over 128 MiB
-        if (content < 0 && window > (1ll << 27)) return ZS_UNSUPPORTED;
+        // libzstd, as numcodecs calls it, refuses windows over 128 MiB that a frame states: the host's
+        if (!single && window > (1ll << 27)) return ZS_UNSUPPORTED;
         int bmax = window < ZS_BLOCK_MAX ? (int)window : ZS_BLOCK_MAX;
         i64 huf = -1, def[3] = {-1, -1, -1};  // tables a block may repeat: its frame's own
         int first = 1;
@@ -350,7 +350,7 @@ ZD int zs_walk(const u8* d, i64 n, i64 expected, int chunk, i64* counts, zblock*
             p += 3;
             int last = bh & 1, type = (bh >> 1) & 3, size = (int)(bh >> 3);
             if (type == 3 || size > ZS_BLOCK_MAX) return ZS_CORRUPT;
-            if (size > bmax && (type == 2 || content < 0)) return ZS_CORRUPT;  // libzstd's blockSizeMax
+            if (size > bmax) return ZS_CORRUPT;  // libzstd's blockSizeMax (what it reads, the host decides)
             i64 clen = type == 1 ? 1 : size;
             if (p + clen > n) return ZS_TRUNC;
             if (last && checked && p + clen + 4 > n) return ZS_TRUNC;
@@ -370,7 +370,7 @@ ZD int zs_walk(const u8* d, i64 n, i64 expected, int chunk, i64* counts, zblock*
             r.fcs = first ? content : -1;
             r.fflags = (first ? ZS_FIRST : 0) | (last ? ZS_LAST : 0) | (last && checked ? ZS_CHECKED : 0);
             r.xxh = last && checked ? (u32)zs_le(d + p + clen, 4) : 0;
-            r.bmax = content < 0 ? bmax : ZS_BLOCK_MAX;  // single-shot libzstd bounds decoded blocks by 128 KiB
+            r.bmax = bmax;
             r.pad = 0;
             for (int k = 0; k < 3; k++) {
                 r.def[k] = -1;
