@@ -8,9 +8,13 @@ import hashlib
 import itertools
 import json
 import os
+import select
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import dask
 import numcodecs
 import numpy as np
 import pytest
@@ -22,7 +26,16 @@ from zarr_dask_gpu.metadata import open_array_info
 from zarr_dask_gpu.storage import read_shard_index
 
 from .conftest import host
-from .damage import CODECS, ZSTD_SECTIONS, Case, corpus, parse_zstd, reference, zstd_sections
+from .damage import (
+    CODECS,
+    ZSTD_SECTIONS,
+    Case,
+    corpus,
+    numcodecs_hangs,
+    parse_zstd,
+    reference,
+    zstd_sections,
+)
 
 V3_CODECS = ("zstd", "gzip", "blosc-lz4", "blosc-lz4hc", "blosc-zstd", "blosc-zlib")
 LAYOUTS = [(c, 2) for c in CODECS] + [(c, 3) for c in V3_CODECS]
@@ -53,13 +66,20 @@ def _v3_compressor(config: dict, itemsize: int):
     return BloscCodec(cname=config["cname"], clevel=config["clevel"], shuffle=shuffle, typesize=itemsize)
 
 
-def _write(root: Path, codec: str, fmt: int) -> list[tuple[Path, int, list[int]]]:
-    """One array per (config, size, itemsize) of ``codec``'s cases, each chunk file overwritten with
-    one case's bytes: (array path, elements per chunk, the cases' indices in chunk order)."""
+@functools.cache
+def _hangs() -> frozenset[int]:
+    """The cases on which numcodecs' Zstd.decode never returns: read in a subprocess with a deadline."""
+    return frozenset(i for i, c in enumerate(_corpus()) if c.codec == "zstd" and numcodecs_hangs(c.data))
+
+
+def _write(root: Path, codec: str, fmt: int, hanging: bool = False) -> list[tuple[Path, int, list[int]]]:
+    """One array per (config, size, itemsize) of ``codec``'s cases (those on which numcodecs hangs,
+    or all others), each chunk file overwritten with one case's bytes: (array path, elements per
+    chunk, the cases' indices in chunk order)."""
     groups: dict[tuple, list[int]] = defaultdict(list)
     every = int(os.environ.get("ZDG_DAMAGE_EVERY", "1"))  # a sample, for compute-sanitizer's slow runs
     for i, case in enumerate(_corpus()):
-        if case.codec == codec and i % every == 0:
+        if case.codec == codec and (i in _hangs()) == hanging and (hanging or i % every == 0):
             groups[(json.dumps(case.config, sort_keys=True), case.size, case.itemsize)].append(i)
     out = []
     for g, ((config, size, itemsize), members) in enumerate(sorted(groups.items())):
@@ -125,6 +145,90 @@ def test_reads_agree_with_the_reference(tmp_path, device, codec, fmt):
                 failures.append((_corpus()[i], why))
     assert checked
     assert not failures, _summary(failures, checked)
+
+
+# a reader that never returns is a failure, not a hung test run: these chunks are read in a child
+# process, each block with a deadline
+_READER = """
+import json, sys, hashlib
+import dask, numpy as np, zarr
+from zarr_dask_gpu import ChunkDecodeError, from_zarr_gpu
+path, elems, start, settings, device = sys.argv[1:6]
+elems, start = int(elems), int(start)
+with dask.config.set({"zarr_dask_gpu": json.loads(settings)}):
+    warm = zarr.create_array(path + "-warm", shape=(4096,), chunks=(1024,), dtype="u1", overwrite=True)
+    warm[...] = 7  # a sound array read first: the device's start-up (kernel builds) is not a hang
+    assert (from_zarr_gpu(path + "-warm", device=device).compute(scheduler="sync") == 7).all()
+    x = from_zarr_gpu(path, chunks=elems, device=device)
+    for j in range(start, x.numblocks[0]):
+        print("begin", j, flush=True)
+        try:
+            got = x.blocks[j].compute(scheduler="sync")
+            got = np.ascontiguousarray(got.get() if hasattr(got, "get") else got)
+            out = ["decoded", hashlib.blake2b(got.tobytes(), digest_size=16).hexdigest()]
+        except ChunkDecodeError as e:
+            out = ["refused", e.key, e.store, str(e)]
+        except Exception as e:
+            out = ["raised", type(e).__name__ + ": " + str(e)]
+        print("end", j, json.dumps(out), flush=True)
+"""
+
+
+DEADLINE = 3.0  # seconds for one 4 KiB block, after the reader process has started
+
+
+def _read_in_child(path: Path, elems: int, n: int, device: str, deadline: float) -> dict[int, list]:
+    """Each block's outcome, read by ``_READER``; a block unfinished after ``deadline`` seconds is
+    ``["hung"]`` (its process is killed and a new one reads on from the next block)."""
+    settings = json.dumps(dask.config.get("zarr_dask_gpu", {}), default=str)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *sys.path])}
+    out: dict[int, list] = {}
+    start = 0
+    while start < n:
+        cmd = [sys.executable, "-c", _READER, str(path), str(elems), str(start), settings, device]
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env) as proc:
+            current = None
+            while True:
+                ready, _, _ = select.select([proc.stdout], [], [], deadline if current is not None else 300)
+                if not ready:  # a block past its deadline (or a child that never began)
+                    proc.kill()
+                    proc.wait()
+                    if current is None:
+                        raise AssertionError(f"the reader of {path} did not start")
+                    out[current] = ["hung"]
+                    start = current + 1
+                    break
+                line = proc.stdout.readline()
+                if not line:
+                    assert proc.wait() == 0, f"the reader of {path} failed (exit {proc.returncode})"
+                    start = n
+                    break
+                word, j, *rest = line.rstrip("\n").split(" ", 2)
+                if word == "begin":
+                    current = int(j)
+                else:
+                    out[int(j)], current = json.loads(rest[0]), None
+    return out
+
+
+@pytest.mark.filterwarnings("ignore::zarr_dask_gpu.ZarrGpuWarning")
+def test_chunks_on_which_numcodecs_zstd_hangs(tmp_path, device):
+    """Whole frames without a content size, then the start of another frame's header: numcodecs'
+    Zstd.decode loops for ever (damage.numcodecs_hangs). A reader must refuse them, and return."""
+    assert len(_hangs()) >= 5
+    failures: list[tuple[Case, str]] = []
+    for path, elems, members in _write(tmp_path, "zstd", 2, hanging=True):
+        got = _read_in_child(path, elems, len(members), device, deadline=DEADLINE)
+        location = os.path.abspath(path)
+        for j, i in enumerate(members):
+            outcome = got[j]
+            if outcome[0] == "hung":
+                failures.append((_corpus()[i], f"hung: the read did not return within {DEADLINE} s"))
+            elif outcome[0] != "refused":
+                failures.append((_corpus()[i], f"{outcome[0]}: not ChunkDecodeError: {outcome[1:]}"))
+            elif outcome[1] != str(j) or outcome[2] != location:
+                failures.append((_corpus()[i], f"misnamed: ChunkDecodeError names {outcome[1:3]}"))
+    assert not failures, _summary(failures, len(_hangs()))
 
 
 # ---------------------------------------------------------------------------------------------
