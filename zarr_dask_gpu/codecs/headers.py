@@ -76,11 +76,14 @@ def check_zstd(data: bytes | memoryview, expected: int) -> str | None:
         fcs_size = (single, 2, 4, 8)[fhd >> 6]
         dict_size = (0, 1, 2, 4)[fhd & 3]
         p += 5
+        window = 0
         if not single:
             if p >= n:
                 return "zstd frame truncated inside its header"
-            if (data[p] >> 3) + 10 > 31:
+            log = (data[p] >> 3) + 10
+            if log > 31:
                 return "zstd frame's window is larger than libzstd allows"
+            window = (1 << log) + (1 << log >> 3) * (data[p] & 7)
             p += 1
         if p + dict_size + fcs_size > n:
             return "zstd frame truncated inside its header"
@@ -94,6 +97,8 @@ def check_zstd(data: bytes | memoryview, expected: int) -> str | None:
             known += fcs
         else:
             all_known = False
+            if window > 1 << 27:  # libzstd streams such frames, with windows of at most 128 MiB
+                return "zstd frame without a content size has a window over 128 MiB"
         p += fcs_size
         while True:
             if p + 3 > n:

@@ -54,8 +54,14 @@ def decode_into(compression: Compression | str, data: bytes | memoryview, out: n
             if len(raw) != n:
                 return f"zlib stream decodes to {len(raw)} bytes, metadata says {n}"
             out[:] = np.frombuffer(raw, np.uint8)
-        elif compression == "zstd":  # the header check bounded every frame's stated size by n
-            Zstd().decode(data, out=out)
+        elif compression == "zstd":
+            # as zarr-python calls it: with ``out``, numcodecs reads small or large windows that its
+            # own decode refuses. The header check bounded every stated size by n; frames without one
+            # are streamed as zarr-python streams them
+            raw = Zstd().decode(data)
+            if len(raw) != n:
+                return f"zstd chunk decodes to {len(raw)} bytes, metadata says {n}"
+            out[:] = np.frombuffer(raw, np.uint8)
         elif compression == "lz4":  # the header check made its stated size n; liblz4 decodes exactly
             out[:] = np.frombuffer(LZ4().decode(data), np.uint8)
         elif compression == "blosc":  # c-blosc, as zarr-python calls it: the header's sizes checked
