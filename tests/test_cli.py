@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 import zarr
 
+from zarr_dask_gpu import DeviceUnavailableError, from_zarr_gpu
 from zarr_dask_gpu.bench import drop_cache, interleaved, kvikio_read_all, timed, warm_cache
 from zarr_dask_gpu.cli import main
+from zarr_dask_gpu.device import gpu_available
 
 
 def test_info_text_and_json(tmp_path, capsys):
@@ -40,6 +42,57 @@ def test_read_prints_throughput(tmp_path, capsys):
     a[...] = 1.5
     assert main(["read", str(tmp_path / "a.zarr"), "--device", "cpu", "--chunks", "8KiB"]) == 0
     assert "GB/s" in capsys.readouterr().out
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith("zarr-dask-gpu 0.")
+
+
+def test_read_json_with_a_block_shape(tmp_path, capsys):
+    a = zarr.create_array(tmp_path / "a.zarr", shape=(64, 64), chunks=(16, 16), dtype="f4")
+    a[...] = 1.5
+    assert main(["read", str(tmp_path / "a.zarr"), "--device", "cpu", "--chunks", "32,64", "--json"]) == 0
+    doc = json.loads(_json_tail(capsys))
+    assert doc["block_shape"] == [32, 64] and doc["tasks"] == 2 and doc["nbytes"] == 64 * 64 * 4
+    assert doc["device"] == "cpu" and doc["gb_per_s"] > 0 and doc["seconds"] > 0
+
+
+def test_read_on_a_cluster_fails_with_the_tasks_error(tmp_path, capsys):
+    """distributed's wait() does not raise a task's error: the command must, and exit 1."""
+    a = zarr.create_array(tmp_path / "a.zarr", shape=(64, 64), chunks=(16, 16), dtype="f4")
+    a[...] = 1.5
+    chunk = tmp_path / "a.zarr" / "c" / "1" / "0"
+    chunk.write_bytes(chunk.read_bytes()[:-3])
+    assert main(["read", str(tmp_path / "a.zarr"), "--device", "cpu", "--chunks", "16,64", "--cluster"]) == 1
+    err = capsys.readouterr().err
+    assert "zarr-dask-gpu: error:" in err and "'c/1/0'" in err
+
+
+@pytest.mark.skipif(gpu_available(), reason="a GPU is usable here")
+def test_device_gpu_without_a_gpu_says_what_is_missing(tmp_path, capsys):
+    zarr.create_array(tmp_path / "a.zarr", shape=(8,), dtype="i2")
+    for command in ("read", "info"):
+        assert main([command, str(tmp_path / "a.zarr"), "--device", "gpu"]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "cannot run here" in err and "[gpu]" in err and "--device cpu" in err
+    with pytest.raises(DeviceUnavailableError, match=r"is not installed|no CUDA device"):
+        from_zarr_gpu(tmp_path / "a.zarr", device="gpu")
+
+
+@pytest.mark.skipif(gpu_available(), reason="a GPU is usable here")
+def test_info_without_a_gpu_says_where_stages_run(tmp_path, capsys):
+    zarr.create_array(tmp_path / "a.zarr", shape=(100, 30), chunks=(10, 30), dtype="i2")
+    assert main(["info", str(tmp_path / "a.zarr")]) == 0
+    out = capsys.readouterr().out
+    assert "decoded on   CPU here, by zarr-python" in out and "on a GPU host: GPU" in out
+
+
+def _json_tail(capsys) -> str:
+    """The JSON document a command printed after its progress bar."""
+    out = capsys.readouterr().out
+    return out[out.index("{") :]
 
 
 def test_errors_print_one_line(tmp_path, capsys):

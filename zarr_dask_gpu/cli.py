@@ -16,7 +16,7 @@ from .errors import ZarrGpuError
 
 def _info(args: argparse.Namespace) -> int:
     from .codecs.chain import stage_devices
-    from .device import resolve_device
+    from .device import missing_gpu, resolve_device
     from .graph import default_block_size
     from .metadata import open_array_info
     from .plan import block_chunks
@@ -35,6 +35,7 @@ def _info(args: argparse.Namespace) -> int:
         "chunks": int(np.prod([-(-s // c) for s, c in zip(info.shape, info.chunks, strict=True)])),
         "codecs": list(chain.stages),
         "stages": dict(stage_devices(chain)),
+        "device": device,
         "gpu_decode": chain.gpu is not None,
         "cpu_reason": chain.cpu_reason,
         "fill_value": info.fill_value if np.isfinite(info.fill_value) else str(info.fill_value),
@@ -43,11 +44,7 @@ def _info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc, indent=1, default=str))
         return 0
-    where = (
-        f"GPU, nvCOMP {chain.gpu.compression}"
-        if chain.gpu is not None
-        else f"CPU, then copied: {chain.cpu_reason}"
-    )
+    where = "GPU" if chain.gpu is not None else f"CPU, then copied: {chain.cpu_reason}"
     print(f"{doc['path']}  (zarr v{doc['zarr_format']})")
     print(
         f"  shape        {tuple(info.shape)}  {info.dtype}  "
@@ -59,7 +56,11 @@ def _info(args: argparse.Namespace) -> int:
         crc = ", crc32c" if info.shard.checksum else ""
         print(f"  shards       {info.shard.shape}  (index at the {where_index}{crc}; inner chunks as ranges)")
     print(f"  codecs       {' -> '.join(chain.stages)}")
-    print(f"  decoded on   {where}")
+    if device == "gpu":
+        print(f"  decoded on   {where}")
+    else:  # say what this machine does, and what a GPU host would
+        why = missing_gpu() if args.device == "auto" else "--device cpu"
+        print(f"  decoded on   CPU here, by zarr-python ({why}); on a GPU host: {where}")
     for stage, how in stage_devices(chain):
         print(f"    {stage:22s} {how}")
     print(f"  fill value   {doc['fill_value']}")
@@ -68,22 +69,31 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _timed_read(x: Any, client: Any) -> float:
+    """Seconds from the persist to its last task's end (not to the progress display's next poll);
+    a task's error is raised here, on a cluster too (``distributed.wait`` does not raise it)."""
     t0 = time.perf_counter()
     if client is None:
+        from dask.callbacks import Callback
         from dask.diagnostics import ProgressBar
 
-        with ProgressBar(dt=0.5):
+        ends = [t0]
+        with ProgressBar(dt=0.5), Callback(posttask=lambda *_: ends.append(time.perf_counter())):
             y = x.persist()
+        _sync(x)
+        end = ends[-1]  # a task ends once its stream has run: its block is complete
     else:
-        from distributed import progress, wait
+        from distributed import futures_of, wait
 
         y = x.persist()
-        progress(y)
+        futures = futures_of(y)
+        print(f"reading: {len(futures)} tasks on the cluster", flush=True)
         wait(y)
-    _sync(x)
-    elapsed = time.perf_counter() - t0
+        end = time.perf_counter()
+        for f in futures:
+            if f.status == "error":
+                f.result()  # raises the task's own error
     del y
-    return elapsed
+    return end - t0
 
 
 def _sync(x: Any) -> None:
@@ -93,10 +103,20 @@ def _sync(x: Any) -> None:
         cupy.cuda.Device().synchronize()
 
 
+def _chunks(text: str | None) -> Any:
+    """``--chunks``: a byte size (``512MiB``), ``auto``, or a block shape (``64,100``; -1 for a whole
+    axis)."""
+    if text is None or ("," not in text and not text.lstrip("-").isdigit()):
+        return text
+    return tuple(int(v) for v in text.split(","))
+
+
 def _read(args: argparse.Namespace) -> int:
     from . import from_zarr_gpu
+    from .device import resolve_device
 
-    x = from_zarr_gpu(args.path, args.component, chunks=args.chunks, device=args.device)
+    device = resolve_device(args.device)
+    x = from_zarr_gpu(args.path, args.component, chunks=_chunks(args.chunks), device=device)
     client = cluster = None
     if args.scheduler_file:
         from distributed import Client
@@ -108,7 +128,7 @@ def _read(args: argparse.Namespace) -> int:
     elif args.cluster:
         from .cluster import connect, local_cluster
 
-        cluster = local_cluster(args.device)
+        cluster = local_cluster(device)
         client = connect(cluster)
     try:
         elapsed = _timed_read(x, client)
@@ -117,10 +137,22 @@ def _read(args: argparse.Namespace) -> int:
             client.close()
         if cluster is not None:
             cluster.close()
-    print(
-        f"read {x.nbytes / 1e9:.3f} GB in {x.npartitions} tasks in {elapsed:.2f} s: "
-        f"{x.nbytes / elapsed / 1e9:.2f} GB/s"
-    )
+    doc = {
+        "path": args.path,
+        "device": device,
+        "nbytes": int(x.nbytes),
+        "tasks": int(x.npartitions),
+        "block_shape": [int(c[0]) for c in x.chunks],
+        "seconds": elapsed,
+        "gb_per_s": x.nbytes / elapsed / 1e9,
+    }
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        print(
+            f"read {x.nbytes / 1e9:.3f} GB in {x.npartitions} tasks in {elapsed:.2f} s: "
+            f"{doc['gb_per_s']:.2f} GB/s"
+        )
     return 0
 
 
@@ -155,11 +187,23 @@ def _demo(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("zarr-dask-gpu")
+    except PackageNotFoundError:  # a source tree that is not installed
+        from . import __version__
+
+        return __version__
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="zarr-dask-gpu", description="Read zarr arrays into GPU memory with dask."
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser(
@@ -181,7 +225,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("path")
     p.add_argument("--component", default=None)
     p.add_argument("--device", default="auto", choices=["auto", "gpu", "cpu"])
-    p.add_argument("--chunks", default=None, help="dask blocks: a byte size such as 512MiB, or 'auto'")
+    p.add_argument(
+        "--chunks",
+        default=None,
+        help="dask blocks: a byte size such as 512MiB, 'auto', or a shape such as 64,100",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--cluster", action="store_true", help="read on a local cluster (one worker per GPU)")
     p.add_argument("--scheduler-file", default=None, help="read on a running cluster (dask scheduler file)")
     p.set_defaults(func=_read)

@@ -1,31 +1,54 @@
 """Where blocks live: resolving ``device="auto"`` without importing GPU libraries eagerly."""
 
 import functools
+import importlib
 from typing import Literal
+
+from .errors import DeviceUnavailableError
 
 Device = Literal["gpu", "cpu"]
 
 
 @functools.cache
-def gpu_available() -> bool:
-    """True when cupy, kvikio and nvCOMP import and a CUDA device is visible."""
+def missing_gpu() -> str | None:
+    """What keeps the GPU path from running here (a library or a device), or None when nothing does."""
+    for module, name in (("cupy", "cupy"), ("kvikio", "kvikio"), ("nvidia.libnvcomp", "libnvcomp (nvCOMP)")):
+        try:
+            importlib.import_module(module)
+        except Exception:  # an import that fails for any reason (absent, a CUDA mismatch) counts
+            return f"{name} is not installed or does not import"
     try:
         import cupy
-        import kvikio  # noqa: F401
-        from nvidia import libnvcomp  # noqa: F401
 
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # any import or driver failure means no usable GPU
-        return False
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            return None
+    except Exception:
+        pass
+    return "no CUDA device is visible"
+
+
+def gpu_available() -> bool:
+    """True when cupy, kvikio and nvCOMP import and a CUDA device is visible."""
+    return missing_gpu() is None
 
 
 def resolve_device(device: str) -> Device:
-    """Map ``"auto" | "gpu" | "cpu"`` to the device blocks will live on."""
+    """Map ``"auto" | "gpu" | "cpu"`` to the device blocks will live on.
+
+    Raises
+    ------
+    DeviceUnavailableError
+        ``device="gpu"`` where the GPU path cannot run; the message says what is missing.
+    """
     if device == "auto":
         return "gpu" if gpu_available() else "cpu"
     if device == "gpu":
-        if not gpu_available():
-            raise RuntimeError("device='gpu' needs cupy, kvikio, nvidia-libnvcomp and a visible CUDA device")
+        why = missing_gpu()
+        if why:
+            raise DeviceUnavailableError(
+                f"device='gpu' cannot run here: {why}; install the gpu extra "
+                '(pip install "zarr-dask-gpu[gpu]") or read on the CPU (device="cpu", --device cpu)'
+            )
         return "gpu"
     if device == "cpu":
         return "cpu"

@@ -80,5 +80,9 @@ class BlockMemoryError(ZarrGpuError, MemoryError):
     """
 
 
+class DeviceUnavailableError(ZarrGpuError, RuntimeError):
+    """``device="gpu"`` was asked for where no usable GPU is: the message names what is missing."""
+
+
 class ZarrGpuWarning(UserWarning):
     """A read works, but slower than it could (for example a codec decoded on the CPU)."""
