@@ -153,3 +153,64 @@ def test_crc32c_mismatch_raises_naming_key(tmp_path, device, inner):
     with pytest.raises(ChunkDecodeError, match="c/2") as e:
         from_zarr_gpu(tmp_path / "a.zarr", device=device).compute()
     assert "crc32c" in str(e.value).lower() or "checksum" in str(e.value).lower()
+
+
+def test_a_group_without_component_lists_its_arrays(tmp_path):
+    g = zarr.open_group(tmp_path / "g.zarr", mode="w")
+    g.create_array("t2m", shape=(4,), dtype="f4")
+    g.create_group("upper").create_array("u", shape=(4,), dtype="f4")
+    with pytest.raises(MetadataError, match=r"zarr group: pass component=.*'t2m', 'upper/u'"):
+        from_zarr_gpu(tmp_path / "g.zarr", device="cpu")
+    with pytest.raises(MetadataError, match=r"root group holds the arrays 't2m', 'upper/u'"):
+        from_zarr_gpu(tmp_path / "g.zarr", "t2", device="cpu")
+    with pytest.raises(MetadataError, match=r"one of its arrays: 'upper/u'"):
+        from_zarr_gpu(tmp_path / "g.zarr", "upper", device="cpu")
+    assert from_zarr_gpu(tmp_path / "g.zarr", "upper/u", device="cpu").shape == (4,)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"component": 3}, "component must be a str"),
+        ({"strict": "yes"}, "strict must be True, False or None"),
+        ({"device": 1}, "device must be 'auto', 'gpu' or 'cpu'"),
+    ],
+)
+def test_wrong_argument_types_raise_type_errors(tmp_path, kwargs, match):
+    zarr.create_array(tmp_path / "a.zarr", shape=(4,), dtype="f4")
+    kwargs.setdefault("device", "cpu")
+    with pytest.raises(TypeError, match=match):
+        from_zarr_gpu(tmp_path / "a.zarr", **kwargs)
+
+
+def _without(monkeypatch, module: str) -> None:
+    """``module`` as if it were not installed, for the package's ``extras.require``."""
+    import importlib
+
+    real = importlib.import_module
+
+    def fake(name, *args):
+        if name.split(".")[0] == module:
+            raise ModuleNotFoundError(f"No module named {module!r}")
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", fake)
+
+
+@pytest.mark.parametrize(
+    "url,module", [("s3://bucket/a.zarr", "s3fs"), ("https://example.org/a.zarr", "aiohttp")]
+)
+def test_a_missing_optional_dependency_names_its_extra(monkeypatch, url, module):
+    _without(monkeypatch, module)
+    with pytest.raises(
+        ImportError, match=rf"needs {module}, which is not installed: .*zarr-dask-gpu\[remote\]"
+    ):
+        from_zarr_gpu(url, device="cpu")
+
+
+def test_the_xarray_entry_points_name_their_extra(monkeypatch):
+    import zarr_dask_gpu
+
+    _without(monkeypatch, "xarray")
+    with pytest.raises(ImportError, match=r"open_dataset needs xarray.*zarr-dask-gpu\[xarray\]"):
+        zarr_dask_gpu.open_dataset  # noqa: B018

@@ -11,7 +11,7 @@ import pytest
 import zarr
 from zarr.codecs import BytesCodec, ShardingCodec, ZstdCodec
 
-from zarr_dask_gpu import MetadataError, from_zarr_gpu
+from zarr_dask_gpu import ChunkDecodeError, MetadataError, from_zarr_gpu
 
 from .conftest import host, sample
 
@@ -22,6 +22,7 @@ class _RangeHandler(SimpleHTTPRequestHandler):
     """Static files with HTTP Range requests; fails the first ``failures`` chunk requests with 503."""
 
     failures: ClassVar[int] = 0
+    ignore_ranges: ClassVar[bool] = False  # answer every GET with the whole file, as some servers do
     requests: ClassVar[list[str]] = []
     agents: ClassVar[list[str]] = []  # each GET's User-Agent: who made the request
 
@@ -41,7 +42,7 @@ class _RangeHandler(SimpleHTTPRequestHandler):
             return
         data = open(path, "rb").read()  # noqa: SIM115
         m = re.match(r"bytes=(\d*)-(\d*)", self.headers.get("Range", ""))
-        if m:
+        if m and not _RangeHandler.ignore_ranges:
             a, b = m.groups()
             start = len(data) - int(b) if a == "" else int(a)
             end = len(data) - 1 if (a == "" or b == "") else int(b)
@@ -64,6 +65,7 @@ def http_root(tmp_path):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     _RangeHandler.failures = 0
+    _RangeHandler.ignore_ranges = False
     _RangeHandler.requests = []
     _RangeHandler.agents = []
     try:
@@ -137,6 +139,20 @@ def test_http_sharded_reads_ranges(http_root, device):
     x = from_zarr_gpu(f"{url}/s.zarr", device=device)
     np.testing.assert_array_equal(host(x[5:9, 3:12].compute()), a[5:9, 3:12])
     np.testing.assert_array_equal(host(x.compute()), a[...])
+
+
+def test_a_server_ignoring_range_requests_is_named(http_root):
+    """A server that answers a byte range with the whole file: the error says so."""
+    root, url = http_root
+    codec = ShardingCodec(chunk_shape=(4, 8), codecs=[BytesCodec(), ZstdCodec(level=1)])
+    a = zarr.create_array(
+        root / "s.zarr", shape=(32, 32), chunks=(16, 16), dtype="i4", serializer=codec, compressors=None
+    )
+    a[...] = sample(a.shape, "i4")
+    _RangeHandler.ignore_ranges = True
+    x = from_zarr_gpu(f"{url}/s.zarr", device="cpu")
+    with pytest.raises(ChunkDecodeError, match=r"ignores byte-range \(HTTP Range\) requests"):
+        x.compute(scheduler="sync")
 
 
 def test_http_transient_errors_are_retried(http_root, device):

@@ -41,6 +41,9 @@ __all__ = [
 def __getattr__(name: str):
     # xarray is an optional extra: its entry points import only when asked for
     if name in ("open_dataset", "open_datatree"):
+        from .extras import require
+
+        require("xarray", f"zarr_dask_gpu.{name}")
         from . import xarray_backend
 
         return getattr(xarray_backend, name)

@@ -40,6 +40,8 @@ def resolve_device(device: str) -> Device:
     DeviceUnavailableError
         ``device="gpu"`` where the GPU path cannot run; the message says what is missing.
     """
+    if not isinstance(device, str):
+        raise TypeError(f"device must be 'auto', 'gpu' or 'cpu', not {device!r}")
     if device == "auto":
         return "gpu" if gpu_available() else "cpu"
     if device == "gpu":

@@ -101,9 +101,17 @@ def from_zarr_gpu(
     ------
     MetadataError
         The metadata is missing or invalid, or ``component`` leaves the store.
+    TypeError
+        An argument of the wrong type (``component=3``, ``strict="yes"``).
+    DeviceUnavailableError
+        ``device="gpu"`` where the GPU path cannot run; the message says what is missing.
+    ImportError
+        A URL whose filesystem is not installed; the message names the extra that installs it.
     """
-    info = open_array_info(store, component, storage_options)
+    if strict is not None and not isinstance(strict, bool):
+        raise TypeError(f"strict must be True, False or None, not {strict!r}")
     dev = resolve_device(device)
+    info = open_array_info(store, component, storage_options)
     strict = bool(config.get("strict")) if strict is None else strict
     blocks = block_chunks(chunks, info.shape, info.grid, info.dtype, default_block_size(info, dev))
     if dev == "gpu" and info.chain.gpu is None and info.location not in _warned:

@@ -133,6 +133,12 @@ class HostReader:
                 ),
             )
             for rd, data in zip(reads, got, strict=True):
+                if not isinstance(data, FileNotFoundError) and len(data) > rd.size:
+                    raise OSError(
+                        errno.EIO,
+                        f"{rd.path}: the server sent {len(data)} bytes for a {rd.size}-byte range: it "
+                        "ignores byte-range (HTTP Range) requests, which shards and partial reads need",
+                    )
                 if isinstance(data, FileNotFoundError) or len(data) != rd.size:
                     raise OSError(
                         errno.EIO, f"short read of {rd.path}: {len(data)} of {rd.size} bytes at {rd.offset}"

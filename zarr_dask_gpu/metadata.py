@@ -13,6 +13,7 @@ from zarr.storage import FsspecStore, LocalStore
 
 from .codecs.chain import ChainPlan, ShardLayout, classify, shard_layout
 from .errors import MetadataError
+from .extras import require
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,6 +120,42 @@ def is_url(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
+# URL schemes and the fsspec implementation each needs
+_FILESYSTEMS = {"s3": "s3fs", "s3a": "s3fs", "http": "aiohttp", "https": "aiohttp"}
+
+
+def _require_filesystem(url: str) -> None:
+    scheme = url.split("://", 1)[0].lower()
+    require("fsspec", f"reading {scheme}:// URLs")
+    if scheme in _FILESYSTEMS:
+        require(_FILESYSTEMS[scheme], f"reading {scheme}:// URLs")
+
+
+def _why_no_array(root: str, path: str, remote: bool, storage_options: dict[str, Any] | None) -> str | None:
+    """Where no array opens, what is there instead, for the message: a group at ``path`` and its
+    arrays, or the arrays of the root group; None when there is no group at either."""
+    for where in dict.fromkeys([path, ""]):  # the component itself, then the root
+        try:
+            store = root if remote else LocalStore(root, read_only=True)
+            opts = {"storage_options": storage_options or {}} if remote else {}
+            group = zarr.open_group(store, path=where, mode="r", **opts)
+            arrays = sorted(
+                f"{where}/{name}" if where else name
+                for name, member in group.members(max_depth=None)
+                if isinstance(member, zarr.Array)
+            )
+        except Exception:  # no group there either
+            continue
+        shown = ", ".join(repr(a) for a in arrays[:20])
+        shown += f" and {len(arrays) - 20} more" if len(arrays) > 20 else ""
+        if where == path:
+            if not arrays:
+                return "it is a zarr group that holds no arrays"
+            return f"it is a zarr group: pass component= (--component), one of its arrays: {shown}"
+        return f"the store's root group holds {'the arrays ' + shown if arrays else 'no arrays'}"
+    return None
+
+
 def open_array_info(
     store: Any, component: str | None = None, storage_options: dict[str, Any] | None = None
 ) -> ArrayInfo:
@@ -145,7 +182,13 @@ def open_array_info(
         else:
             raise TypeError(f"arrays in a {type(store.store).__name__} are not supported: pass a path or URL")
     elif isinstance(store, str | os.PathLike):
+        if component is not None and not isinstance(component, str):
+            raise TypeError(
+                f"component must be a str (a path inside the group), not {type(component).__name__}"
+            )
         remote = is_url(os.fspath(store))
+        if remote:
+            _require_filesystem(os.fspath(store))
         root = os.fspath(store).rstrip("/") if remote else os.path.abspath(os.fspath(store))
         path = _safe_component(component or "")
         try:
@@ -155,7 +198,11 @@ def open_array_info(
                 arr = zarr.open_array(LocalStore(root, read_only=True), path=path, mode="r")
         except Exception as e:  # zarr raises many types; we give one, naming the path
             where = (f"{root}/{path}" if remote else os.path.join(root, path)) if path else root
-            raise MetadataError(f"cannot open a zarr array at {where}: {type(e).__name__}: {e}") from e
+            why = _why_no_array(root, path, remote, storage_options)
+            if why and why.startswith("it is a zarr group"):
+                raise MetadataError(f"no zarr array at {where}: {why}") from e
+            hint = f"; {why}" if why else ""
+            raise MetadataError(f"cannot open a zarr array at {where}: {type(e).__name__}: {e}{hint}") from e
     else:
         raise TypeError(f"store must be a local path or a zarr.Array, not {type(store).__name__}")
 

@@ -16,15 +16,17 @@ from typing import Any
 
 import dask
 import numpy as np
-import torch
 import zarr
 from dask.array.core import normalize_chunks
 
 from . import config
 from .errors import ZarrGpuError
+from .extras import require
 from .metadata import open_array_info
 from .task import read_regions, region_of, select
 from .tensors import as_tensor
+
+torch = require("torch", "zarr_dask_gpu.state_dict")
 
 _KIND = "torch state dict"
 # torch dtypes without a numpy dtype, stored as raw bits of the same size

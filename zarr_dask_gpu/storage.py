@@ -111,6 +111,13 @@ def read_shard_index(info: ArrayInfo, coords: tuple[int, ...]) -> tuple[str, np.
         raise ChunkDecodeError(
             info.location, key, f"shard index truncated: {size} bytes, index needs {nbytes}"
         )
+    if len(raw) > nbytes:  # a whole file for a byte range: the server ignores HTTP Range requests
+        raise ChunkDecodeError(
+            info.location,
+            key,
+            f"the server sent {len(raw)} bytes for a {nbytes}-byte range of the shard: it ignores byte-range "
+            "(HTTP Range) requests, which reading sharded arrays needs",
+        )
     if len(raw) != nbytes:
         raise ChunkDecodeError(
             info.location, key, f"short read of the shard index ({len(raw)} of {nbytes} bytes)"

@@ -10,9 +10,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-import torch
 
+from .extras import require
 from .graph import from_zarr_gpu
+
+torch = require("torch", "zarr_dask_gpu.tensors")
 
 
 def as_tensor(block: Any) -> torch.Tensor:
