@@ -283,3 +283,10 @@ def test_v3_numcodecs_shuffle(tmp_path, device, dtype, compressors, order):
     a[...] = sample(a.shape, dtype)
     assert open_array_info(tmp_path / "a.zarr").chain.gpu is not None  # not the CPU fallback
     _check(tmp_path / "a.zarr", device, chunks=(35, 13))
+
+
+def test_a_0d_array_computes_to_a_0d_array(tmp_path, device):
+    a = zarr.create_array(tmp_path / "z.zarr", shape=(), dtype="f4")
+    a[...] = 3.5
+    got = from_zarr_gpu(tmp_path / "z.zarr", device=device).compute(scheduler="sync")
+    assert got.shape == () and not np.isscalar(got) and float(got) == 3.5

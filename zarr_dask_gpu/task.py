@@ -104,7 +104,8 @@ def region_of(index: Any, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tupl
 def select(arr: Any, post: tuple) -> Any:
     """Apply ``region_of``'s selection; several arrays index orthogonally, as dask means them."""
     if sum(isinstance(p, np.ndarray) for p in post) < 2:
-        return arr[post]
+        out = arr[post]  # numpy gives a scalar for a 0-d result; a dask block is an array
+        return np.asarray(out) if isinstance(out, np.generic) else out
     for axis in reversed(range(len(post))):  # later axes first, so earlier ones keep their place
         arr = arr[(slice(None),) * axis + (post[axis],)]
     return arr
