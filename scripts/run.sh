@@ -32,14 +32,30 @@ if ! command -v "${CC:-cc}" >/dev/null 2>&1; then  # the package has one C exten
   echo "error: no C compiler (${CC:-cc}) found: install one (gcc, or build-essential on Debian/Ubuntu)" >&2
   exit 1
 fi
-extras="test"
-if [ "${ZDG_GPU:-auto}" != "0" ] && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  extras="$extras,gpu"
-fi
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[$extras]"
-
 cmd=${1:-}
+extras=""  # the demo needs the package alone; the tests bring their extra
+[ "$cmd" = test ] && extras="test"
+if [ "${ZDG_GPU:-auto}" != "0" ] && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  extras="${extras:+$extras,}gpu"
+fi
+# reinstall only when what the install is made of changed (the package is editable: its Python is live)
+sources=$(cat pyproject.toml setup.py zarr_dask_gpu/_preads.c | sha256sum | cut -c1-16)
+stamp=.venv/.zarr-dask-gpu-installed  # "<sources> <extra> <extra> ..."
+have=$(cat "$stamp" 2>/dev/null || true)
+need=0
+[ "${have%% *}" = "$sources" ] || need=1
+for e in ${extras//,/ }; do [[ " $have " == *" $e "* ]] || need=1; done
+if [ $need = 1 ]; then
+  echo "installing zarr-dask-gpu${extras:+[$extras]} into .venv (the first time takes a few minutes)..."
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
+  kept=""
+  [ "${have%% *}" = "$sources" ] && kept=${have#* }
+  echo "$sources $kept ${extras//,/ }" > "$stamp"
+else
+  echo "zarr-dask-gpu${extras:+[$extras]} is installed in .venv and up to date"
+fi
+
 shift || true
 case "$cmd" in
   demo) exec .venv/bin/zarr-dask-gpu demo "$@" ;;

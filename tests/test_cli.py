@@ -201,3 +201,16 @@ def test_raw_read_ceiling_places_each_file_at_its_aligned_offset(tmp_path, monke
     for i, (start, n) in enumerate(zip([0, 16, 32, 80], sizes, strict=True)):
         assert (into[start : start + n] == i + 1).all()
         assert not into[start + n : start + (n + 15) // 16 * 16].any()
+
+
+def test_the_sample_store_is_rewritten_when_cut_short_or_foreign(tmp_path):
+    from zarr_dask_gpu.sample import write_sample
+
+    path = tmp_path / "s.zarr"
+    a = write_sample(path, 32 << 20)
+    assert write_sample(path, 32 << 20).attrs == a.attrs  # complete: reused as it is
+    (path / "c" / "1" / "0").unlink()  # a store cut short (an interrupted first run)
+    again = write_sample(path, 32 << 20)
+    assert again.nchunks_initialized == again.nchunks
+    zarr.create_array(path, shape=a.shape, chunks=a.chunks, dtype="f4", overwrite=True)  # foreign
+    assert write_sample(path, 32 << 20).nchunks_initialized == a.nchunks

@@ -1,6 +1,7 @@
 """The ``zarr-dask-gpu`` command line: info, read, demo."""
 
 import argparse
+import getpass
 import json
 import os
 import sys
@@ -163,8 +164,9 @@ def _demo(args: argparse.Namespace) -> int:
     from .sample import write_sample
 
     device = resolve_device(args.device)
-    path = args.path or os.path.join(tempfile.gettempdir(), "zarr-dask-gpu-demo.zarr")
+    path = args.path or os.path.join(tempfile.gettempdir(), f"zarr-dask-gpu-demo-{getpass.getuser()}.zarr")
     t0 = time.perf_counter()
+    print(f"writing (or reusing) a {args.size_mib} MiB sample store at {path} ...", flush=True)
     a = write_sample(path, args.size_mib << 20)
     print(
         f"sample store {path}: {a.shape} {a.dtype}, chunks {a.chunks}, zstd "
@@ -174,6 +176,7 @@ def _demo(args: argparse.Namespace) -> int:
         kind = type(cluster).__name__
         print(f"{kind} with {len(client.scheduler_info()['workers'])} worker(s), device={device}")
         # the first pass warms workers, kernels and the page cache; names differ so none is reused
+        print("reading it twice with from_zarr_gpu(...).persist(): the first pass warms up", flush=True)
         passes = [from_zarr_gpu(path, device=device, name=f"demo-read-{i}") for i in range(2)]
         elapsed = [_timed_read(x, client) for x in passes][-1]
         x = passes[-1]

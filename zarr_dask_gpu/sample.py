@@ -31,8 +31,18 @@ def write_sample(
     unit = shards[0] if shards else chunks[0]
     rows = max(nbytes // row // unit, 1) * unit
     if os.path.exists(os.path.join(path, "zarr.json" if zarr_format == 3 else ".zarray")):
-        a = zarr.open_array(path, mode="r")
-        if a.shape == (rows, _COLS) and a.chunks == chunks and a.shards == shards:
+        try:
+            a = zarr.open_array(path, mode="r")
+        except Exception:  # not an array of ours: written anew below
+            a = None
+        if (
+            a is not None
+            and a.shape == (rows, _COLS)
+            and a.chunks == chunks
+            and a.shards == shards
+            and a.attrs.get(_MARK) == _mark(compressors)
+            and a.nchunks_initialized == a.nchunks  # every chunk (shard) written: none left half-done
+        ):
             return a
     a = zarr.create_array(
         path,
@@ -51,4 +61,13 @@ def write_sample(
         n = min(slab, rows - r)
         noise = rng.standard_normal((n, _COLS), dtype=np.float32)
         a[r : r + n] = np.round(np.sin(t + r)[None, :] * 10 + noise, 1)
+    a.attrs[_MARK] = _mark(compressors)  # last: a store cut short is not reused
     return a
+
+
+_MARK = "zarr_dask_gpu_sample"
+
+
+def _mark(compressors: Any) -> str:
+    """What a complete sample store records, so that one written otherwise is not taken for it."""
+    return f"complete; compressors={compressors!r}"
