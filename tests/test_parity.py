@@ -290,3 +290,34 @@ def test_a_0d_array_computes_to_a_0d_array(tmp_path, device):
     a[...] = 3.5
     got = from_zarr_gpu(tmp_path / "z.zarr", device=device).compute(scheduler="sync")
     assert got.shape == () and not np.isscalar(got) and float(got) == 3.5
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("dtype", ["datetime64[s]", "datetime64[ns]", "timedelta64[ms]"])
+def test_times_read_as_zarr_python_reads_them(tmp_path, device, dtype, fmt):
+    """datetime64 and timedelta64: the dtype itself on the CPU; on the GPU (cupy has none) their int64
+    bits, as ``.view("i8")`` gives them; missing chunks read as NaT."""
+    a = zarr.create_array(tmp_path / "t.zarr", shape=(10,), chunks=(4,), dtype=dtype, zarr_format=fmt)
+    a[:7] = np.arange(7).astype(dtype)  # the last chunk is never written
+    got = host(from_zarr_gpu(tmp_path / "t.zarr", device=device).compute(scheduler="sync"))
+    want = a[...]
+    if device == "cpu":
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, want.view(np.int64))
+
+
+def test_strings_read_through_zarr_python_on_the_cpu(tmp_path, device):
+    from zarr_dask_gpu.errors import UnsupportedDtypeError
+
+    s = zarr.create_array(tmp_path / "s.zarr", shape=(5,), chunks=(2,), dtype=str)
+    s[...] = np.array(["a", "bb", "c", "dd", "e"])
+    if device == "cpu":
+        x = from_zarr_gpu(tmp_path / "s.zarr", device="cpu")
+        assert x.chunks == ((2, 2, 1),)
+        np.testing.assert_array_equal(x.compute(), s[...])
+    else:
+        with pytest.raises(UnsupportedDtypeError, match=r"no GPU form; read it with device='cpu'"):
+            from_zarr_gpu(tmp_path / "s.zarr", device="gpu")

@@ -9,6 +9,17 @@ class MetadataError(ZarrGpuError, ValueError):
     """A zarr metadata document is unreadable, invalid or unsupported."""
 
 
+class UnsupportedDtypeError(MetadataError):
+    """An array of strings, bytes or objects: zarr-python reads it on the CPU, nothing on the GPU.
+
+    ``array`` is the open ``zarr.Array``.
+    """
+
+    def __init__(self, message: str, array: object = None) -> None:
+        super().__init__(message)
+        self.array = array
+
+
 class ChunkDecodeError(ZarrGpuError):
     """A stored chunk is damaged: truncated, empty, garbage, or of the wrong decoded size.
 

@@ -1,5 +1,6 @@
 """Building the dask array: one task per block, lazy, reading no chunk data."""
 
+import dataclasses
 import warnings
 from typing import Any
 
@@ -9,7 +10,7 @@ from dask.base import tokenize
 
 from . import config
 from .device import Device, resolve_device
-from .errors import ZarrGpuWarning
+from .errors import UnsupportedDtypeError, ZarrGpuWarning
 from .metadata import ArrayInfo, open_array_info
 from .plan import block_chunks
 from .task import read_region, region_of, select
@@ -111,7 +112,16 @@ def from_zarr_gpu(
     if strict is not None and not isinstance(strict, bool):
         raise TypeError(f"strict must be True, False or None, not {strict!r}")
     dev = resolve_device(device)
-    info = open_array_info(store, component, storage_options)
+    try:
+        info = open_array_info(store, component, storage_options)
+    except UnsupportedDtypeError as e:  # strings, bytes, objects: zarr-python's, on the host
+        if dev == "gpu":
+            raise UnsupportedDtypeError(f"{e}: it has no GPU form; read it with device='cpu'", e.array) from e
+        # blocks of whole stored chunks by default: dask cannot size variable-length items
+        return da.from_zarr(e.array, chunks=chunks or e.array.chunks, name=name or False)  # type: ignore[attr-defined]
+    if dev == "gpu" and info.dtype.kind in "mM":  # cupy has no datetime64: the int64 bits, as .view("i8")
+        bits = np.asarray(info.fill_value).view(np.int64)[()]
+        info = dataclasses.replace(info, dtype=np.dtype(np.int64), fill_value=int(bits))
     strict = bool(config.get("strict")) if strict is None else strict
     blocks = block_chunks(chunks, info.shape, info.grid, info.dtype, default_block_size(info, dev))
     if dev == "gpu" and info.chain.gpu is None and info.location not in _warned:

@@ -12,7 +12,7 @@ from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
 from zarr.storage import FsspecStore, LocalStore
 
 from .codecs.chain import ChainPlan, ShardLayout, classify, shard_layout
-from .errors import MetadataError
+from .errors import MetadataError, UnsupportedDtypeError
 from .extras import require
 
 
@@ -208,9 +208,13 @@ def open_array_info(
 
     meta = arr.metadata
     dtype = np.dtype(arr.dtype)
-    if dtype.kind not in "biufc":
-        raise MetadataError(f"{root}/{path}: dtype {dtype} is not numeric; only numeric arrays are read")
+    if dtype.kind not in "biufcmM":
+        raise UnsupportedDtypeError(f"{root}/{path}: dtype {dtype} is neither numeric nor a time", arr)
     fill = arr.fill_value if arr.fill_value is not None else 0
+    # datetime64 and timedelta64 keep a numpy scalar (NaT has no Python value)
+    fill_value = (
+        np.asarray(fill, dtype=dtype)[()] if dtype.kind in "mM" else np.asarray(fill, dtype=dtype).item()
+    )
     layout = shard_layout(meta) if isinstance(meta, ArrayV3Metadata) else None
     return ArrayInfo(
         root=root,
@@ -218,7 +222,7 @@ def open_array_info(
         shape=tuple(arr.shape),
         chunks=tuple(arr.chunks) if arr.shards is None or layout is not None else tuple(arr.shards),
         dtype=dtype.newbyteorder("="),
-        fill_value=np.asarray(fill, dtype=dtype).item(),
+        fill_value=fill_value,
         metadata=meta,
         chain=classify(meta),
         shard=layout,
