@@ -22,6 +22,7 @@ class _RangeHandler(SimpleHTTPRequestHandler):
     """Static files with HTTP Range requests; fails the first ``failures`` chunk requests with 503."""
 
     failures: ClassVar[int] = 0
+    meta_failures: ClassVar[int] = 0  # the first GETs of metadata documents that answer 503
     ignore_ranges: ClassVar[bool] = False  # answer every GET with the whole file, as some servers do
     requests: ClassVar[list[str]] = []
     agents: ClassVar[list[str]] = []  # each GET's User-Agent: who made the request
@@ -32,6 +33,10 @@ class _RangeHandler(SimpleHTTPRequestHandler):
     def do_GET(self):
         self.requests.append(self.path)
         self.agents.append(self.headers.get("User-Agent", ""))
+        if self.path.endswith((".json", ".zarray", ".zattrs", ".zgroup")) and _RangeHandler.meta_failures > 0:
+            _RangeHandler.meta_failures -= 1
+            self.send_error(503, "try again")
+            return
         if "/c/" in self.path and _RangeHandler.failures > 0:
             _RangeHandler.failures -= 1
             self.send_error(503, "try again")
@@ -65,6 +70,7 @@ def http_root(tmp_path):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     _RangeHandler.failures = 0
+    _RangeHandler.meta_failures = 0
     _RangeHandler.ignore_ranges = False
     _RangeHandler.requests = []
     _RangeHandler.agents = []
@@ -166,6 +172,19 @@ def test_http_transient_errors_are_retried(http_root, device):
     with dask.config.set({"zarr_dask_gpu.io-retry-delay": 0.001}):
         np.testing.assert_array_equal(host(x.compute(scheduler="sync")), np.arange(16))
     assert sum("/c/" in r for r in _RangeHandler.requests) >= 6  # 2 failed tries, then 4 chunks
+
+
+def test_http_metadata_reads_are_retried(http_root):
+    root, url = http_root
+    a = zarr.create_array(root / "a.zarr", shape=(16,), chunks=(4,), dtype="i2")
+    a[...] = np.arange(16)
+    _RangeHandler.meta_failures = 2  # one 503 answer to zarr.json, as a busy server gives
+    import dask
+
+    with dask.config.set({"zarr_dask_gpu.io-retry-delay": 0.001}):
+        x = from_zarr_gpu(f"{url}/a.zarr", device="cpu")
+    np.testing.assert_array_equal(x.compute(scheduler="sync"), np.arange(16))
+    assert _RangeHandler.meta_failures == 0
 
 
 def test_http_missing_metadata_names_the_url(http_root):

@@ -14,6 +14,7 @@ from zarr.storage import FsspecStore, LocalStore
 from .codecs.chain import ChainPlan, ShardLayout, classify, shard_layout
 from .errors import MetadataError, UnsupportedDtypeError
 from .extras import require
+from .retry import retrying_transient
 
 
 @dataclass(frozen=True, eq=False)
@@ -192,8 +193,11 @@ def open_array_info(
         root = os.fspath(store).rstrip("/") if remote else os.path.abspath(os.fspath(store))
         path = _safe_component(component or "")
         try:
-            if remote:
-                arr = zarr.open_array(root, path=path, mode="r", storage_options=storage_options or {})
+            if remote:  # a busy server's 503 on zarr.json is retried, as chunk reads are
+                arr = retrying_transient(
+                    root,
+                    lambda: zarr.open_array(root, path=path, mode="r", storage_options=storage_options or {}),
+                )
             else:
                 arr = zarr.open_array(LocalStore(root, read_only=True), path=path, mode="r")
         except Exception as e:  # zarr raises many types; we give one, naming the path

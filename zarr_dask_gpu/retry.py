@@ -43,3 +43,35 @@ def as_oserror[T](fn: Callable[[], T]) -> Callable[[], T]:
             raise OSError(errno.EIO, f"{type(e).__name__}: {e}") from e
 
     return run
+
+
+def transient(error: BaseException) -> bool:
+    """An error a retry may cure: a server's 5xx or 429 answer, a dropped or refused connection, an OS
+    error other than a missing file, anywhere in the chain of causes."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError) and not isinstance(seen, FileNotFoundError | PermissionError):
+            return True
+        status = getattr(seen, "status", None) or getattr(seen, "status_code", None)
+        if isinstance(status, int) and (status >= 500 or status == 429):
+            return True
+        if type(seen).__name__ in ("ServerDisconnectedError", "ClientConnectorError", "ClientOSError"):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def retrying_transient[T](what: str, fn: Callable[[], T]) -> T:
+    """``fn``, retried as ``retrying`` does where its error is ``transient``; other errors at once."""
+
+    def run() -> T:
+        try:
+            return fn()
+        except OSError:
+            raise
+        except Exception as e:
+            if transient(e):
+                raise OSError(errno.EIO, f"{type(e).__name__}: {e}") from e
+            raise
+
+    return retrying(what, run)
