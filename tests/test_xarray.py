@@ -256,3 +256,82 @@ def test_cf_encodings_decode_like_engine_zarr(tmp_path, device, case, kwargs):
     assert ours.v.dtype == ref.v.dtype
     got = ours.v.data.compute()
     np.testing.assert_array_equal(host(got) if hasattr(got, "get") else np.asarray(got), ref.v.values)
+
+
+def _reads_of(array) -> set[str]:
+    """The kinds of task a dask array's graph holds (their key names less the token)."""
+    return {(k[0] if isinstance(k, tuple) else k).rsplit("-", 1)[0] for k in dict(array.__dask_graph__())}
+
+
+@pytest.mark.parametrize(
+    "chunks,time_blocks",
+    [({}, None), ({"time": 6}, (6, 6)), ({"time": 5, "lat": -1}, (5, 5, 2)), ("auto", None)],
+)
+def test_xarray_chunks_give_this_packages_tasks(era5, device, chunks, time_blocks):
+    """xarray's own ``chunks=``: variables of this package's read tasks, one a block, with this
+    package's blocks (cupy on the GPU) and meta, and no dask array nested in a task; values as
+    engine="zarr" gives them."""
+    ds = xr.open_dataset(era5, engine="zarr_gpu", device=device, chunks=chunks)
+    ref = xr.open_dataset(era5, engine="zarr")
+    expected = "cupy" if device == "gpu" else "numpy"
+    for name in ("t2m", "sp"):  # sp: CF-decoded (scale, offset, fill) on the blocks
+        data = ds[name].data
+        assert isinstance(data, dask.array.Array)
+        assert type(data._meta).__module__.split(".")[0] == expected, name
+        reads = _reads_of(data)
+        assert any(r.startswith("from-zarr-gpu") for r in reads), reads
+        assert not any("open_dataset" in r or r.startswith("xarray-") for r in reads), reads  # no wrap
+        block = data.blocks[(0,) * data.ndim].compute(scheduler="sync")
+        assert type(block).__module__.split(".")[0] == expected
+        np.testing.assert_array_equal(host(data.compute(scheduler="sync")), ref[name].values, err_msg=name)
+    preferred = ds.t2m.encoding["preferred_chunks"]["time"]  # the engine's default blocks
+    if time_blocks is not None:
+        assert ds.t2m.data.chunks[0] == time_blocks
+    elif chunks == {}:
+        assert ds.t2m.data.chunks[0][0] == preferred
+    else:  # dask's "auto" grows the preferred blocks
+        assert ds.t2m.data.chunks[0][0] % preferred == 0
+    mean = ds.t2m.mean("time").compute(scheduler="sync")
+    np.testing.assert_allclose(host(mean.data), ref.t2m.mean("time").values, rtol=1e-5)
+
+
+def test_xarray_chunks_after_an_operation_keep_it(era5):
+    """A variable's re-blocking builds the read anew; after an operation it is dask's rechunk."""
+    ds = xr.open_dataset(era5, engine="zarr_gpu", device="cpu", chunks={})
+    ref = xr.open_dataset(era5, engine="zarr")
+    doubled = (ds.t2m * 2).chunk({"time": 3})
+    np.testing.assert_array_equal(doubled.values, ref.t2m.values * 2)
+    again = ds.chunk({"time": 4})
+    assert again.t2m.data.chunks[0] == (4, 4, 4)
+    np.testing.assert_array_equal(again.t2m.values, ref.t2m.values)
+
+
+def test_open_mfdataset_blocks_are_this_packages(tmp_path, device):
+    paths = []
+    for i in range(2):
+        p = tmp_path / f"part{i}.zarr"
+        xr.Dataset(
+            {"v": (("time", "x"), np.full((4, 5), i, "f4"))},
+            coords={"time": pd.date_range(f"2020-01-0{i + 1}", periods=4, freq="6h"), "x": np.arange(5)},
+        ).to_zarr(p, mode="w")
+        paths.append(p)
+    ds = xr.open_mfdataset(paths, engine="zarr_gpu", device=device, combine="by_coords")
+    expected = "cupy" if device == "gpu" else "numpy"
+    assert type(ds.v.data._meta).__module__.split(".")[0] == expected
+    assert any(r.startswith("from-zarr-gpu") for r in _reads_of(ds.v.data))
+
+
+def test_chunks_none_stays_lazy_and_reads_what_it_needs(era5, monkeypatch):
+    """``chunks`` unset: nothing is read on opening, and a selection reads only its chunks."""
+    import zarr_dask_gpu.task as task
+
+    ds = xr.open_dataset(era5, engine="zarr_gpu", device="cpu")
+    regions = []
+    real = task.read_regions
+    monkeypatch.setattr(
+        task, "read_regions", lambda boxes, *a, **k: regions.extend(boxes) or real(boxes, *a, **k)
+    )
+    ref = xr.open_dataset(era5, engine="zarr")
+    got = ds.t2m.isel(time=slice(0, 2), lat=slice(0, 5)).values
+    np.testing.assert_array_equal(got, ref.t2m.isel(time=slice(0, 2), lat=slice(0, 5)).values)
+    assert regions and all(stop[0] - start[0] <= 4 for _, start, stop in regions)

@@ -8,8 +8,9 @@ xarray's choice of steps, applied lazily block by block in forms that run on cup
 imports on machines without cupy, kvikio or nvCOMP.
 """
 
+import functools
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,8 @@ import xarray as xr
 import zarr
 from xarray.backends import BackendEntrypoint
 from xarray.backends.zarr import ZarrStore
+from xarray.core import indexing
+from xarray.core.utils import Default
 
 from . import xarray_cf
 from .device import Device, resolve_device
@@ -24,6 +27,8 @@ from .errors import ZarrGpuError
 from .graph import default_block_size, from_zarr_gpu
 from .metadata import open_array_info
 from .plan import block_chunks
+
+_DEFAULT = Default.token  # xarray's "argument not given"
 
 # coordinates up to this size go to the host with the indexes; larger ones stay lazy on the device
 HOST_COORD_BYTES = 16 << 20
@@ -99,6 +104,7 @@ def open_dataset(
     variables = {k: v for k, v in zstore.get_variables().items() if k not in drop}
     coords = _coordinate_names(variables)
     out: dict[str, xr.Variable] = {}
+    sources: dict[str, Callable[[Any], Any]] = {}  # each device variable's read, for other blocks
     for name, var in variables.items():
         array = zstore.zarr_group[name]
         encoding = dict(var.encoding)
@@ -115,6 +121,9 @@ def open_dataset(
             except ZarrGpuError as e:
                 raise type(e)(f"variable {name!r}: {e}") from e
             encoding["zarr_gpu"] = f"dask array of {'cupy' if dev == 'gpu' else 'numpy'} blocks"
+            # xarray's chunks= starts from these: this package's default blocks
+            encoding["preferred_chunks"] = dict(zip(var.dims, (c[0] for c in data.chunks), strict=True))
+            sources[name] = functools.partial(_read, name, array, dev, strict)
             data = xarray_cf.placeholder(data)
         out[name] = xr.Variable(var.dims, data, var.attrs, encoding)
     attrs = zstore.get_attrs()
@@ -130,10 +139,100 @@ def open_dataset(
             use_cftime=use_cftime,
             decode_timedelta=decode_timedelta,
         )
-    out = {k: v.copy(data=xarray_cf.rebuild(v._data)) for k, v in out.items()}  # _data: still lazy
+    out = {k: _device_variable(v, sources.get(k)) for k, v in out.items()}  # _data: still lazy
     ds = xr.Dataset(out, attrs=attrs).set_coords([c for c in coord_names if c in out])
     ds.set_close(zstore.close)
     return ds.load() if chunks is None else ds
+
+
+def _read(name: str, array: zarr.Array, device: Device, strict: bool | None, blocks: Any) -> Any:
+    """Variable ``name``'s stored values as a dask array of this package's blocks ``blocks``."""
+    try:
+        return from_zarr_gpu(array, chunks=blocks, device=device, strict=strict)
+    except ZarrGpuError as e:
+        raise type(e)(f"variable {name!r}: {e}") from e
+
+
+def _device_variable(var: xr.Variable, source: Callable[[Any], Any] | None) -> xr.Variable:
+    """A decoded variable as the Dataset holds it: on the device, a ``DeviceVariable``."""
+    if source is None or not xarray_cf.on_placeholder(var._data):
+        return var
+    return DeviceVariable(
+        var.dims, xarray_cf.rebuild(var._data), var.attrs, var.encoding, decoded=var._data, source=source
+    )
+
+
+class DeviceVariable(xr.Variable):
+    """A data variable of this engine: a dask array of this package's tasks (cupy blocks and meta on
+    the GPU), CF-decoded block by block.
+
+    xarray's ``chunks=`` (``open_dataset``, ``open_mfdataset``, ``Dataset.chunk``) would wrap a
+    backend's variable and rebuild it with ``dask.array.from_array``, whose xarray wrapper forces
+    numpy ``meta`` and a host copy of each block, and whose tasks would each run a dask compute of
+    the variable. This variable instead answers ``chunk`` by building this package's graph anew for
+    the blocks asked for (one task a block, its chunks read and decoded in one batch), and keeps its
+    dask array when xarray wraps it against writes (a dask array is never written in place). Any
+    operation on it gives a plain ``xarray.Variable``.
+    """
+
+    __slots__ = ("_decoded", "_source")
+
+    def __init__(
+        self,
+        dims: Any,
+        data: Any,
+        attrs: Any = None,
+        encoding: Any = None,
+        fastpath: bool = False,
+        *,
+        decoded: Any = None,
+        source: Callable[[Any], Any] | None = None,
+    ) -> None:
+        super().__init__(dims, data, attrs, encoding, fastpath=fastpath)
+        self._decoded, self._source = decoded, source
+
+    @property  # type: ignore[override]
+    def data(self) -> Any:
+        return xr.Variable.data.fget(self)  # type: ignore[attr-defined]
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        inner = value.array if isinstance(value, indexing.MemoryCachedArray) else value
+        wrapped = getattr(inner, "array", None)  # CopyOnWriteArray(DaskIndexingAdapter(the array))
+        if isinstance(inner, indexing.CopyOnWriteArray) and getattr(wrapped, "array", None) is self._data:
+            return  # xarray's guard against writes: a dask array needs none
+        xr.Variable.data.fset(self, value)  # type: ignore[attr-defined]
+
+    def _replace(
+        self, dims: Any = _DEFAULT, data: Any = _DEFAULT, attrs: Any = _DEFAULT, encoding: Any = _DEFAULT
+    ) -> Any:
+        kept = data is _DEFAULT or data is self._data
+        new = (
+            super()._replace(dims, data, attrs, encoding)
+            if kept
+            else xr.Variable._replace(
+                xr.Variable(self.dims, self._data, self._attrs, self._encoding, fastpath=True),
+                dims,
+                data,
+                attrs,
+                encoding,
+            )
+        )
+        if kept:
+            new._decoded, new._source = self._decoded, self._source
+        return new
+
+    def chunk(self, chunks: Any = {}, *args: Any, **kwargs: Any) -> Any:  # noqa: B006 (xarray's default)
+        if not isinstance(chunks, Mapping) or kwargs.get("chunks_kwargs") or self._source is None:
+            return xr.Variable(self.dims, self._data, self._attrs, self._encoding).chunk(
+                chunks, *args, **kwargs
+            )
+        blocks = []
+        for axis, (dim, current) in enumerate(zip(self.dims, self._data.chunks, strict=True)):
+            want = chunks.get(dim, chunks.get(axis))
+            blocks.append(current if want is None else want)
+        base = self._source(tuple(blocks))
+        return xr.Variable(self.dims, xarray_cf.rebuild(self._decoded, base), self._attrs, self._encoding)
 
 
 def open_groups_as_dict(store: str | os.PathLike, **kwargs: Any) -> dict[str, xr.Dataset]:
@@ -152,11 +251,11 @@ def open_datatree(store: str | os.PathLike, **kwargs: Any) -> xr.DataTree:
 
 
 class ZarrGpuBackendEntrypoint(BackendEntrypoint):
-    """``xr.open_dataset(path, engine="zarr_gpu")``: data variables read on the GPU.
+    """``xr.open_dataset(path, engine="zarr_gpu", chunks={})``: data variables read on the GPU.
 
-    The variables are already dask arrays of this package's blocks; choose them with ``blocks=``
-    (the forms of ``open_dataset``'s ``chunks``) and leave xarray's ``chunks`` unset, because xarray
-    re-wraps dask variables in a graph of its own, with numpy ``meta``, when ``chunks`` is given.
+    The variables are ``DeviceVariable``s: xarray's ``chunks=`` (``{}``, a dict of dimension sizes,
+    ``"auto"``) builds this package's graph for the blocks it asks for. ``blocks=`` (the forms of
+    ``open_dataset``'s ``chunks``) is an alias, for the engine's own choice of blocks.
     """
 
     description = "Zarr v2/v3 read onto GPUs with kvikio and nvCOMP (zarr-dask-gpu)"

@@ -44,25 +44,28 @@ def placeholder(array: da.Array) -> indexing.LazilyIndexedArray:
     return indexing.LazilyIndexedArray(_Placeholder(array))
 
 
-def rebuild(data: Any) -> Any:
-    """The decoded dask array for a variable's data after decoding, if it stands on a placeholder;
+def rebuild(data: Any, base: da.Array | None = None) -> Any:
+    """The decoded dask array for a variable's data after decoding, if it stands on a placeholder
+    (with ``base``: the same decoding over another dask array of the same values, other blocks);
     other data (host variables) as it is."""
-    return _rebuild(data) if _on_placeholder(data) else data
+    return _rebuild(data, base) if on_placeholder(data) else data
 
 
-def _on_placeholder(data: Any) -> bool:
+def on_placeholder(data: Any) -> bool:
+    """The data of a decoded variable stands on a placeholder: a dask array of this package's."""
     while isinstance(data, _ElementwiseFunctionArray | cfv.NativeEndiannessArray | cfv.BoolTypeArray):
         data = data.array
     return isinstance(data, indexing.LazilyIndexedArray) and isinstance(data.array, _Placeholder)
 
 
-def _rebuild(data: Any) -> Any:
+def _rebuild(data: Any, base: da.Array | None) -> Any:
     if isinstance(data, _ElementwiseFunctionArray):
-        return _rebuild(data.array).map_blocks(_device_step(data.func), dtype=data.dtype)
+        return _rebuild(data.array, base).map_blocks(_device_step(data.func), dtype=data.dtype)
     if isinstance(data, cfv.NativeEndiannessArray | cfv.BoolTypeArray):
-        return _rebuild(data.array).astype(data.dtype)
+        return _rebuild(data.array, base).astype(data.dtype)
+    array = data.array.array if base is None else base
     whole = all(k == slice(None) for k in data.key.tuple)
-    return data.array.array if whole else data.array.array[data.key.tuple]
+    return array if whole else array[data.key.tuple]
 
 
 def _apply_mask(data: Any, encoded_fill_values: list, decoded_fill_value: Any, dtype: Any) -> Any:
