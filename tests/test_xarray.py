@@ -105,15 +105,21 @@ def test_engine_entry_point(era5, device):
     )
 
 
-def test_open_mfdataset(tmp_path, device):
+def _parts(tmp_path, n: int) -> list:
+    """``n`` zarr stores of one variable, consecutive in time, the i-th filled with i."""
     paths = []
-    for i in range(3):
+    for i in range(n):
         p = tmp_path / f"part{i}.zarr"
         xr.Dataset(
             {"v": (("time", "x"), np.full((4, 5), i, "f4"))},
             coords={"time": pd.date_range(f"2020-01-0{i + 1}", periods=4, freq="6h"), "x": np.arange(5)},
         ).to_zarr(p, mode="w")
         paths.append(p)
+    return paths
+
+
+def test_open_mfdataset(tmp_path, device):
+    paths = _parts(tmp_path, 3)
     ds = xr.open_mfdataset(paths, engine="zarr_gpu", device=device, combine="by_coords")
     np.testing.assert_array_equal(host(ds.v.data.compute())[:, 0], np.repeat([0, 1, 2], 4))
 
@@ -307,15 +313,7 @@ def test_xarray_chunks_after_an_operation_keep_it(era5):
 
 
 def test_open_mfdataset_blocks_are_this_packages(tmp_path, device):
-    paths = []
-    for i in range(2):
-        p = tmp_path / f"part{i}.zarr"
-        xr.Dataset(
-            {"v": (("time", "x"), np.full((4, 5), i, "f4"))},
-            coords={"time": pd.date_range(f"2020-01-0{i + 1}", periods=4, freq="6h"), "x": np.arange(5)},
-        ).to_zarr(p, mode="w")
-        paths.append(p)
-    ds = xr.open_mfdataset(paths, engine="zarr_gpu", device=device, combine="by_coords")
+    ds = xr.open_mfdataset(_parts(tmp_path, 2), engine="zarr_gpu", device=device, combine="by_coords")
     expected = "cupy" if device == "gpu" else "numpy"
     assert type(ds.v.data._meta).__module__.split(".")[0] == expected
     assert any(r.startswith("from-zarr-gpu") for r in _reads_of(ds.v.data))
