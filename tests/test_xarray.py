@@ -333,3 +333,24 @@ def test_chunks_none_stays_lazy_and_reads_what_it_needs(era5, monkeypatch):
     got = ds.t2m.isel(time=slice(0, 2), lat=slice(0, 5)).values
     np.testing.assert_array_equal(got, ref.t2m.isel(time=slice(0, 2), lat=slice(0, 5)).values)
     assert regions and all(stop[0] - start[0] <= 4 for _, start, stop in regions)
+
+
+@pytest.mark.parametrize("opened", [{}, {"chunks": {}}])
+def test_reblocking_keeps_what_was_done_to_the_data(era5, opened):
+    """Only a variable still holding its read is re-read for other blocks: one assigned to, loaded
+    or changed in place is re-blocked by dask, with its values."""
+    ref = xr.open_dataset(era5, engine="zarr", chunks={})
+
+    def fresh():
+        return xr.open_dataset(era5, engine="zarr_gpu", device="cpu", **opened)
+
+    assert fresh().t2m.variable.chunk(time=6).chunks[0] == (6, 6)  # dimension sizes as keywords too
+    ds = fresh()
+    ds["t2m"] += 1
+    np.testing.assert_array_equal(ds.chunk({"time": 4}).t2m.values, ref.t2m.values + 1)
+    ds = fresh()
+    ds["sp"][0, 0, 0] = 7.0
+    assert float(ds.chunk({"time": 4}).sp[0, 0, 0]) == 7.0
+    ds = fresh()
+    np.testing.assert_array_equal(ds.load().chunk({"time": 4}).t2m.values, ref.t2m.values)
+    np.testing.assert_array_equal(fresh().compute().chunk({"time": 4}).sp.values, ref.sp.values)

@@ -16,10 +16,12 @@ from typing import Any
 import numpy as np
 import xarray as xr
 import zarr
+from dask.base import is_dask_collection
 from xarray.backends import BackendEntrypoint
 from xarray.backends.zarr import ZarrStore
 from xarray.core import indexing
-from xarray.core.utils import Default
+from xarray.core.utils import Default, either_dict_or_kwargs
+from xarray.namedarray.daskmanager import DaskManager
 
 from . import xarray_cf
 from .device import Device, resolve_device
@@ -175,7 +177,7 @@ class DeviceVariable(xr.Variable):
     operation on it gives a plain ``xarray.Variable``.
     """
 
-    __slots__ = ("_decoded", "_source")
+    __slots__ = ("_decoded", "_name", "_source")
 
     def __init__(
         self,
@@ -190,6 +192,11 @@ class DeviceVariable(xr.Variable):
     ) -> None:
         super().__init__(dims, data, attrs, encoding, fastpath=fastpath)
         self._decoded, self._source = decoded, source
+        self._name = getattr(data, "name", None)  # the read's own graph: changed data has another
+
+    def _fresh(self) -> bool:
+        """Its data is still the read it was built as (not loaded, assigned to or replaced)."""
+        return self._source is not None and is_dask_collection(self._data) and self._data.name == self._name
 
     @property  # type: ignore[override]
     def data(self) -> Any:
@@ -202,36 +209,39 @@ class DeviceVariable(xr.Variable):
         if isinstance(inner, indexing.CopyOnWriteArray) and getattr(wrapped, "array", None) is self._data:
             return  # xarray's guard against writes: a dask array needs none
         xr.Variable.data.fset(self, value)  # type: ignore[attr-defined]
+        self._source = None  # other data now: re-blocking it is dask's
 
     def _replace(
         self, dims: Any = _DEFAULT, data: Any = _DEFAULT, attrs: Any = _DEFAULT, encoding: Any = _DEFAULT
     ) -> Any:
-        kept = data is _DEFAULT or data is self._data
-        new = (
-            super()._replace(dims, data, attrs, encoding)
-            if kept
-            else xr.Variable._replace(
-                xr.Variable(self.dims, self._data, self._attrs, self._encoding, fastpath=True),
-                dims,
-                data,
-                attrs,
-                encoding,
+        if data is not _DEFAULT and data is not self._data:  # an operation's result: a plain variable
+            return xr.Variable(self.dims, self._data, self._attrs, self._encoding, fastpath=True)._replace(
+                dims, data, attrs, encoding
             )
-        )
-        if kept:
-            new._decoded, new._source = self._decoded, self._source
+        new = super()._replace(dims, data, attrs, encoding)
+        new._decoded, new._source, new._name = self._decoded, self._source, self._name
         return new
 
-    def chunk(self, chunks: Any = {}, *args: Any, **kwargs: Any) -> Any:  # noqa: B006 (xarray's default)
-        if not isinstance(chunks, Mapping) or kwargs.get("chunks_kwargs") or self._source is None:
-            return xr.Variable(self.dims, self._data, self._attrs, self._encoding).chunk(
-                chunks, *args, **kwargs
-            )
+    def chunk(  # type: ignore[override]
+        self,
+        chunks: Any = {},  # noqa: B006 (xarray's default: the preferred blocks)
+        name: str | None = None,
+        lock: bool | None = None,
+        inline_array: bool | None = None,
+        chunked_array_type: Any = None,
+        from_array_kwargs: Any = None,
+        **chunks_kwargs: Any,
+    ) -> Any:
+        chunks = either_dict_or_kwargs(chunks, chunks_kwargs, "chunk") if chunks_kwargs else chunks
+        dask_manager = chunked_array_type in (None, "dask") or isinstance(chunked_array_type, DaskManager)
+        if not (self._fresh() and dask_manager and isinstance(chunks, Mapping)):
+            plain = xr.Variable(self.dims, self._data, self._attrs, self._encoding)
+            return plain.chunk(chunks, name, lock, inline_array, chunked_array_type, from_array_kwargs)
         blocks = []
         for axis, (dim, current) in enumerate(zip(self.dims, self._data.chunks, strict=True)):
             want = chunks.get(dim, chunks.get(axis))
             blocks.append(current if want is None else want)
-        base = self._source(tuple(blocks))
+        base = self._source(tuple(blocks))  # type: ignore[misc]
         return xr.Variable(self.dims, xarray_cf.rebuild(self._decoded, base), self._attrs, self._encoding)
 
 

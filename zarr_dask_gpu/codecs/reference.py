@@ -6,10 +6,11 @@ streams without decoding them: docs/design.md), the rare zstd frames its kernels
 decoders accept only well-formed streams, which every conforming decoder decodes alike, and leave
 the rest to the library zarr-python calls, whose verdict on damaged data (libzstd and liblz4 decode
 some damaged streams to bytes of the right size) is then the package's. Each decode writes at most
-the chunk's size, whatever the stream claims: numcodecs' GZip (Python's gzip module: several
-members, zero padding after them), Zlib (``zlib.decompress``: bytes after the stream ignored, the
-Adler-32 verified), Zstd (libzstd), LZ4 (liblz4's ``LZ4_decompress_safe``, as c-blosc calls it for
-its streams too) and Blosc (c-blosc).
+the chunk's size, whatever the stream claims, but for zstd frames without a content size, which
+numcodecs streams as zarr-python does (its output grows with what the blocks decode to). The
+libraries: numcodecs' GZip (Python's gzip module: several members, zero padding after them), Zlib
+(``zlib.decompress``: bytes after the stream ignored, the Adler-32 verified), Zstd (libzstd), LZ4
+(liblz4's ``LZ4_decompress_safe``, as c-blosc calls it for its streams too) and Blosc (c-blosc).
 """
 
 import gzip

@@ -181,7 +181,8 @@ class GpuBackend:
         def inner_streams(which, src, csize, target, dst, dsize):  # type: ignore[no-untyped-def]
             one = np.zeros(len(src), dtype=np.int64)
             failed = self._check_and_decode(kind, staged.buffer, src, csize, [target], one, dst, dsize)
-            return [(int(which[i]), f"inner stream: {why}") for i, why in failed]
+            frames = {int(which[i]): f"inner stream: {why}" for i, why in reversed(failed)}  # a frame once
+            return sorted(frames.items())
 
         bad = blosc.decode_batch(
             staged.buffer, offsets, sizes, expected, part.decoded, part.starts, inner, inner_streams
@@ -340,7 +341,8 @@ def _rescue(
     host = dict(
         host_decode.decode(kind, src, sizes[k], dst[k], out_sizes[k], cp.cuda.get_current_stream()).failures()
     )
-    return [(j, f"{why}; {host[i]}") for i, (j, why) in enumerate(bad) if i in host]
+    both = [(j, why, host[i]) for i, (j, why) in enumerate(bad) if i in host]
+    return [(j, why if again in why else f"{why}; {again}") for j, why, again in both]
 
 
 def _coalescing() -> bool:

@@ -28,8 +28,9 @@ def decode(
     stream: cp.cuda.Stream,
 ) -> Decoded:
     """Decode item ``i`` (``src_sizes[i]`` bytes at device address ``src[i]``) into exactly
-    ``dst_sizes[i]`` bytes at device address ``dst[i]``, once ``stream`` has passed what it holds; the
-    copies back are ordered on ``stream``. Failures as (index, reason), with that item left unwritten."""
+    ``dst_sizes[i]`` bytes at device address ``dst[i]``, once ``stream`` has passed what it holds, and
+    returns once the copies back (on ``stream``) are done: the caller may read the output on any
+    stream. Failures as (index, reason), with that item left unwritten."""
     wait(stream)
     rt = cp.cuda.runtime
     bad = []
@@ -42,4 +43,5 @@ def decode(
             bad.append((i, why))
         else:  # pageable memory: the copy is staged before the call returns, so `out` may go
             rt.memcpyAsync(int(dst[i]), out.ctypes.data, out.nbytes, rt.memcpyHostToDevice, stream.ptr)
+    wait(stream)
     return Decoded(bad)
