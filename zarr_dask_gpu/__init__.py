@@ -15,6 +15,7 @@ from .errors import (
     DeviceUnavailableError,
     MetadataError,
     MissingChunkError,
+    UnsupportedDtypeError,
     ZarrGpuError,
     ZarrGpuWarning,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "DeviceUnavailableError",
     "MetadataError",
     "MissingChunkError",
+    "UnsupportedDtypeError",
     "ZarrGpuError",
     "ZarrGpuWarning",
     "__version__",
