@@ -239,9 +239,10 @@ class GpuBackend:
     ) -> list[tuple[int, str]]:
         """Decode whole compressed items of one ``kind`` (a compression, or ``lz4-block`` for blosc's
         streams) in one batch, item ``i`` into ``outs[which[i]]`` at ``out_offsets[i]``; failures as
-        (index, reason). Items bound for nvCOMP are first proven sound on the device (``validate``);
-        the items a device decoder refuses are judged by the reference library on the host
-        (``_rescue``), whose verdict is final."""
+        (index, reason). Items bound for nvCOMP are first proven sound on the device (``validate``),
+        and those the walk or nvCOMP refuse are judged by the reference library on the host
+        (``_rescue``); zstd's kernels hand theirs to libzstd themselves (``zstd_blocks``), so every
+        failure returned is the reference's verdict."""
         out_sizes = np.broadcast_to(np.asarray(out_sizes, dtype=np.int64), offsets.shape)
         bases = np.array([o.data.ptr for o in outs], dtype=np.uint64)
         dst = bases[which] + out_offsets.astype(np.uint64)
@@ -266,7 +267,7 @@ class GpuBackend:
                 codec, payload, payload_offsets, sizes[todo] - skip - trail, dst[todo], out_sizes[todo]
             )
         ]
-        if decoder == "host":
+        if decoder != "nvcomp":  # the kernels' and the host's failures are the reference's already
             return bad
         return _rescue(kind, buffer, offsets, sizes, dst, out_sizes, bad)
 

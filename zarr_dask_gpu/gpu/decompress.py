@@ -100,8 +100,8 @@ def launch(
 ) -> "Decode | zstd_blocks.Decode | host_decode.Decoded":
     """Decode chunk ``i`` (``src_sizes[i]`` bytes at device address ``src[i]``) into ``dst_sizes[i]``
     bytes at device address ``dst[i]``, in one batch on ``stream`` (the current stream), by the decoder
-    ``decoder(compression)`` names: zstd by this package's kernels (the frames they leave by libzstd on
-    the host), gzip and zlib by zlib on the host, lz4 by nvCOMP."""
+    ``decoder(compression)`` names: zstd by this package's kernels (the chunks they refuse or leave
+    by libzstd on the host), gzip and zlib by zlib on the host, lz4 by nvCOMP."""
     dst_sizes = np.asarray(dst_sizes)
     which = decoder(compression)
     if which == "kernels":

@@ -1,6 +1,6 @@
 """Chunks on the device that no device decoder of this package takes, decoded on the host by the
-reference libraries (``codecs/reference.py``) and copied back: gzip and zlib streams, and the zstd
-frames the kernels leave (windows over 128 MiB)."""
+reference libraries (``codecs/reference.py``) and copied back: gzip and zlib streams, the zstd
+chunks the kernels refuse or leave (windows over 128 MiB), and what nvCOMP's guard refuses."""
 
 import cupy as cp
 import numpy as np

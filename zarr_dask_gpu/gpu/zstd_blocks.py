@@ -1,6 +1,7 @@
 """Batched zstd decoding by zstd block (``zstd.cu``): the frames' blocks decode at once, not one after
 another in one thread block per frame as in nvCOMP, and every read and write stays inside the buffers
-the frame walk checked. Chunks the kernels do not take go to ``fallback`` (libzstd on the host)."""
+the frame walk checked. Chunks the kernels refuse or do not take go to ``fallback`` (libzstd on the
+host)."""
 
 import functools
 from collections.abc import Callable
@@ -13,8 +14,7 @@ from .sync import wait
 
 _RECORD = 176  # sizeof(zblock)
 _HUF, _FSE = 2048 * 2, 3 * 512 * 4  # bytes of a block's Huffman table and its three FSE tables
-_UNSUPPORTED = 5
-REASONS = {
+REASONS = {  # the kernels' statuses; 5, a frame they do not take, has no reason of its own
     1: "truncated zstd frame",
     2: "not a zstd frame",
     3: "corrupt zstd data",
@@ -52,16 +52,22 @@ class Decode:
         self.status, self.fallback, self.held = status, fallback, held
 
     def failures(self) -> list[tuple[int, str]]:
-        """The frames not decoded to their expected size, as (index, reason); frames this decoder
-        leaves to nvCOMP are decoded by ``fallback`` first. Call once the stream has passed the decode."""
+        """The chunks not decoded, as (index, reason), once the stream has passed the decode. The
+        kernels take only well-formed frames; the chunks they refuse or do not take are decoded by
+        ``fallback`` (libzstd on the host), whose verdict is final: those it decodes are no failures,
+        the others carry both reasons."""
         status = self.status.get()
         self.held = ()
-        bad = [
-            (int(i), REASONS[int(status[i])])
-            for i in np.flatnonzero((status != 0) & (status != _UNSUPPORTED))
+        refused = np.flatnonzero(status)
+        if not len(refused):
+            return []
+        host = dict(self.fallback(refused))
+        kernels = {int(i): REASONS.get(int(status[i])) for i in refused}  # none for 5
+        return [
+            (i, host[i] if why is None or why in host[i] else f"{why}; {host[i]}")
+            for i, why in kernels.items()
+            if i in host
         ]
-        redo = np.flatnonzero(status == _UNSUPPORTED)
-        return sorted(bad + (self.fallback(redo) if len(redo) else []))
 
 
 def launch(
