@@ -14,7 +14,7 @@ from zarr.storage import FsspecStore, LocalStore
 from .codecs.chain import ChainPlan, ShardLayout, classify, shard_layout
 from .errors import MetadataError, UnsupportedDtypeError
 from .extras import require
-from .retry import retrying_transient
+from .retry import as_oserror, retrying, transient
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,9 +132,11 @@ def _require_filesystem(url: str) -> None:
         require(_FILESYSTEMS[scheme], f"reading {scheme}:// URLs")
 
 
-def _why_no_array(root: str, path: str, remote: bool, storage_options: dict[str, Any] | None) -> str | None:
-    """Where no array opens, what is there instead, for the message: a group at ``path`` and its
-    arrays, or the arrays of the root group; None when there is no group at either."""
+def _why_no_array(
+    root: str, path: str, remote: bool, storage_options: dict[str, Any] | None
+) -> tuple[bool, str] | None:
+    """Where no array opens, what is there instead, for the message: whether ``path`` is a group, and
+    its arrays or the root group's; None when there is no group at either."""
     for where in dict.fromkeys([path, ""]):  # the component itself, then the root
         try:
             store = root if remote else LocalStore(root, read_only=True)
@@ -151,9 +153,9 @@ def _why_no_array(root: str, path: str, remote: bool, storage_options: dict[str,
         shown += f" and {len(arrays) - 20} more" if len(arrays) > 20 else ""
         if where == path:
             if not arrays:
-                return "it is a zarr group that holds no arrays"
-            return f"it is a zarr group: pass component= (--component), one of its arrays: {shown}"
-        return f"the store's root group holds {'the arrays ' + shown if arrays else 'no arrays'}"
+                return True, "it is a zarr group that holds no arrays"
+            return True, f"it is a zarr group: pass component= (--component), one of its arrays: {shown}"
+        return False, f"the store's root group holds {'the arrays ' + shown if arrays else 'no arrays'}"
     return None
 
 
@@ -194,18 +196,21 @@ def open_array_info(
         path = _safe_component(component or "")
         try:
             if remote:  # a busy server's 503 on zarr.json is retried, as chunk reads are
-                arr = retrying_transient(
+                opts = storage_options or {}
+                arr = retrying(
                     root,
-                    lambda: zarr.open_array(root, path=path, mode="r", storage_options=storage_options or {}),
+                    as_oserror(
+                        lambda: zarr.open_array(root, path=path, mode="r", storage_options=opts), transient
+                    ),
                 )
             else:
                 arr = zarr.open_array(LocalStore(root, read_only=True), path=path, mode="r")
         except Exception as e:  # zarr raises many types; we give one, naming the path
             where = (f"{root}/{path}" if remote else os.path.join(root, path)) if path else root
-            why = _why_no_array(root, path, remote, storage_options)
-            if why and why.startswith("it is a zarr group"):
-                raise MetadataError(f"no zarr array at {where}: {why}") from e
-            hint = f"; {why}" if why else ""
+            found = _why_no_array(root, path, remote, storage_options)
+            if found and found[0]:  # a group: what it holds is the whole answer
+                raise MetadataError(f"no zarr array at {where}: {found[1]}") from e
+            hint = f"; {found[1]}" if found else ""
             raise MetadataError(f"cannot open a zarr array at {where}: {type(e).__name__}: {e}{hint}") from e
     else:
         raise TypeError(f"store must be a local path or a zarr.Array, not {type(store).__name__}")

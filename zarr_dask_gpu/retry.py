@@ -30,9 +30,10 @@ def retrying[T](what: str, fn: Callable[[], T], failed: OSError | None = None) -
             attempt, error = attempt + 1, e
 
 
-def as_oserror[T](fn: Callable[[], T]) -> Callable[[], T]:
-    """``fn`` with client errors of remote filesystems (an HTTP 503, say) raised as OSError, so that
-    ``retrying`` retries them; a missing object stays FileNotFoundError."""
+def as_oserror[T](fn: Callable[[], T], when: Callable[[Exception], bool] = lambda e: True) -> Callable[[], T]:
+    """``fn`` with client errors of remote filesystems (an HTTP 503, say) for which ``when`` holds
+    raised as OSError, so that ``retrying`` retries them; a missing object stays FileNotFoundError,
+    other errors stay as they are."""
 
     def run() -> T:
         try:
@@ -40,6 +41,8 @@ def as_oserror[T](fn: Callable[[], T]) -> Callable[[], T]:
         except OSError:
             raise
         except Exception as e:  # aiohttp, botocore and friends
+            if not when(e):
+                raise
             raise OSError(errno.EIO, f"{type(e).__name__}: {e}") from e
 
     return run
@@ -59,19 +62,3 @@ def transient(error: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
-
-
-def retrying_transient[T](what: str, fn: Callable[[], T]) -> T:
-    """``fn``, retried as ``retrying`` does where its error is ``transient``; other errors at once."""
-
-    def run() -> T:
-        try:
-            return fn()
-        except OSError:
-            raise
-        except Exception as e:
-            if transient(e):
-                raise OSError(errno.EIO, f"{type(e).__name__}: {e}") from e
-            raise
-
-    return retrying(what, run)
