@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU host, in the repo root, after the wheelhouse is installed (README: "GPU machine").
-# Steps: tests (gpu-marked), bench (`zarr-dask-gpu bench`), probe (thread-safety of nvCOMP's Python
+# Steps: tests (gpu-marked), bench (`zarr-dask-gpu bench`), xarray (a reduction through each of
+# xarray's front doors, benchmarks/xarray_bench.py), probe (thread-safety of nvCOMP's Python
 # codecs), timeline and timeline8 (per-phase task timeline of A at 32 and 8 CUDA connections), data
 # (writes the bench's datasets named in DATA, default B), timelines (of the datasets in TIMELINES,
 # default "B C D", written by bench or data), cprobe (nvCOMP's C API: scratch and decode times),
@@ -40,6 +41,7 @@ step() {  # name, timeout, command...
 step tests "${TEST_TIMEOUT:-240}" python3 -m pytest -q -m gpu -p no:cacheprovider -o faulthandler_timeout=60 "$@"
 # shellcheck disable=SC2086  # BENCH_ARGS holds several words
 step bench "${BENCH_TIMEOUT:-300}" python3 -m zarr_dask_gpu.cli bench --json "$OUT/bench.json" --chart "$OUT/performance.png" ${BENCH_ARGS:-}
+step xarray "${XARRAY_TIMEOUT:-200}" python3 benchmarks/xarray_bench.py --json "$OUT/xarray.json"
 step probe "${PROBE_TIMEOUT:-260}" python3 benchmarks/probe_threads.py
 # shellcheck disable=SC2086  # TIMELINE_ARGS holds several words
 step timeline "${TIMELINE_TIMEOUT:-200}" python3 benchmarks/timeline.py ${TIMELINE_ARGS:-}
@@ -74,4 +76,4 @@ step remote "${REMOTE_TIMEOUT:-200}" python3 benchmarks/remote_bench.py
 step scaling "${SCALING_TIMEOUT:-500}" python3 benchmarks/scaling.py --sizes-gib 4 16 --json "$OUT/scaling.json" ${SCALING_ARGS:-}
 step dl "${DL_TIMEOUT:-500}" python3 benchmarks/state_dict_bench.py --gib "${DL_GIB:-4}" --json "$OUT/state_dict.json"
 for k in "${!rc[@]}"; do echo "$k rc=${rc[$k]}"; done
-exit $(( ${rc[tests]:-0} || ${rc[bench]:-0} || ${rc[sanitize]:-0} ))
+exit $(( ${rc[tests]:-0} || ${rc[bench]:-0} || ${rc[xarray]:-0} || ${rc[sanitize]:-0} ))
