@@ -354,3 +354,17 @@ def test_reblocking_keeps_what_was_done_to_the_data(era5, opened):
     ds = fresh()
     np.testing.assert_array_equal(ds.load().chunk({"time": 4}).t2m.values, ref.t2m.values)
     np.testing.assert_array_equal(fresh().compute().chunk({"time": 4}).sp.values, ref.sp.values)
+
+
+def test_xarray_auto_keeps_the_engines_blocks_where_dask_would_cut_them(era5, device):
+    """Preferred blocks past dask's ``array.chunk-size``: dask's "auto" would shrink every axis and
+    cut the stored chunks; the engine reads its own blocks instead, and still honours explicit sizes."""
+    with dask.config.set({"array.chunk-size": "2KiB", "zarr_dask_gpu.block-size": "1MiB"}):
+        ds = xr.open_dataset(era5, engine="zarr_gpu", device=device, chunks="auto")
+        engines = zarr_dask_gpu.open_dataset(era5, device=device).t2m.data.chunks
+        assert 4 * np.prod([c[0] for c in engines]) > 2048  # so dask's own "auto" would cut them
+        assert ds.t2m.data.chunks == engines
+        explicit = xr.open_dataset(era5, engine="zarr_gpu", device=device, chunks={"time": 2, "lat": 5})
+        assert explicit.t2m.data.chunks[:2] == ((2,) * 6, (5, 5, 5, 4))
+    ref = xr.open_dataset(era5, engine="zarr")
+    np.testing.assert_array_equal(host(ds.t2m.data.compute(scheduler="sync")), ref.t2m.values)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 import zarr
+from dask.array.core import normalize_chunks
 from dask.base import is_dask_collection
 from xarray.backends import BackendEntrypoint
 from xarray.backends.zarr import ZarrStore
@@ -222,6 +223,16 @@ class DeviceVariable(xr.Variable):
         new._decoded, new._source, new._name = self._decoded, self._source, self._name
         return new
 
+    def _dask_auto_cuts(self, blocks: tuple[Any, ...]) -> bool:
+        """``blocks`` are xarray's ``chunks="auto"``: dask's auto sizes grown from the preferred
+        blocks, smaller than them (where the preferred blocks pass dask's ``array.chunk-size``, dask
+        shrinks every axis alike and cuts the stored chunks); ``"auto"`` then reads the engine's
+        blocks, as it does in ``from_zarr_gpu``."""
+        preferred = self._data.chunks
+        first = tuple(c[0] for c in preferred)
+        auto = normalize_chunks(("auto",) * self.ndim, self.shape, dtype=self.dtype, previous_chunks=first)
+        return tuple(blocks) == auto and any(a[0] < p[0] for a, p in zip(auto, preferred, strict=True))
+
     def chunk(  # type: ignore[override]
         self,
         chunks: Any = {},  # noqa: B006 (xarray's default: the preferred blocks)
@@ -241,6 +252,8 @@ class DeviceVariable(xr.Variable):
         for axis, (dim, current) in enumerate(zip(self.dims, self._data.chunks, strict=True)):
             want = chunks.get(dim, chunks.get(axis))
             blocks.append(current if want is None else want)
+        if self._dask_auto_cuts(tuple(blocks)):
+            blocks = list(self._data.chunks)
         base = self._source(tuple(blocks))  # type: ignore[misc]
         return xr.Variable(self.dims, xarray_cf.rebuild(self._decoded, base), self._attrs, self._encoding)
 
