@@ -1,14 +1,15 @@
 """Backends of a read task: where a block's chunks are read, decoded and assembled.
 
 A backend turns the stored chunks a block needs into arrays on its device; ``task.read_region``
-assembles them. The GPU backend lives in ``gpu/`` and is imported only when asked for.
+assembles them. The GPU backend lives in ``gpu/`` and is imported only when asked for
+(``task.get_backend``); both share ``host_decoded``, zarr-python's decode on the host.
 """
 
 import contextlib
 import enum
 import functools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -16,7 +17,6 @@ import numpy as np
 
 from . import config, containment
 from .codecs.cpu import decode_chunk
-from .device import Device
 from .io import host_reader
 from .metadata import ArrayInfo
 from .plan import ChunkPiece
@@ -80,19 +80,11 @@ class CpuBackend:
         yield
 
     def decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: np.ndarray) -> list[Slot | None]:
-        staged = host_reader(info).read(locate(info, [p.coords for p in pieces]))
-        view = memoryview(staged.buffer)
-
-        def one(i: int) -> Slot | None:  # each thread puts its chunk's part in the block: copies in parallel
-            off, n, piece = staged.offsets[i], staged.sizes[i], pieces[i]
-            if off < 0:
-                return None
-            out[piece.block_sel] = decode_chunk(info, piece.coords, view[off : off + n])[piece.chunk_sel]
+        def put(i: int, chunk: np.ndarray) -> Slot:  # on the pool's threads: copies in parallel
+            out[pieces[i].block_sel] = chunk[pieces[i].chunk_sel]
             return PLACED
 
-        if len(pieces) < 2:
-            return [one(i) for i in range(len(pieces))]
-        return list(_decode_pool(config.cpu_threads()).map(one, range(len(pieces))))
+        return host_decoded(info, pieces, locate(info, [p.coords for p in pieces]), put, parallel=True)
 
     def decode_many(
         self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], np.ndarray]]
@@ -100,6 +92,28 @@ class CpuBackend:
         if containment.injected(blocks):  # test-only: the GPU path's fault, simulated (testing-fault-keys)
             raise containment.simulated_fault(blocks)
         return [self.decode(*block) for block in blocks]  # each block's chunks are already parallel
+
+
+def host_decoded[R](
+    info: ArrayInfo,
+    pieces: Sequence[ChunkPiece],
+    ranges: Sequence[Any],
+    put: Callable[[int, np.ndarray], R],
+    parallel: bool,
+) -> list[R | None]:
+    """The pieces' chunks (stored at ``ranges``) read by the host reader and decoded by zarr-python,
+    each handed to ``put(i, chunk)``: its results, None for a missing chunk. With ``parallel`` the
+    chunks decode (and ``put`` runs) on the process's pool of ``cpu-threads``."""
+    staged = host_reader(info).read(ranges)
+    view = memoryview(staged.buffer)
+
+    def one(i: int) -> R | None:
+        off, n = staged.offsets[i], staged.sizes[i]
+        return None if off < 0 else put(i, decode_chunk(info, pieces[i].coords, view[off : off + n]))
+
+    if not parallel or len(pieces) < 2:
+        return [one(i) for i in range(len(pieces))]
+    return list(_decode_pool(config.cpu_threads()).map(one, range(len(pieces))))
 
 
 @functools.cache
@@ -110,13 +124,3 @@ def _decode_pool(threads: int) -> ThreadPoolExecutor:
 
 
 os.register_at_fork(after_in_child=_decode_pool.cache_clear)  # a forked child has none of the threads
-
-
-@functools.cache
-def get_backend(device: Device) -> Backend:
-    """The process's backend for ``device`` (one per process: the GPU one holds streams and codecs)."""
-    if device == "gpu":
-        from .gpu.backend import GpuBackend
-
-        return GpuBackend()
-    return CpuBackend()

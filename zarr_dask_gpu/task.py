@@ -1,5 +1,6 @@
 """The worker-side read of one block: plan, read, decode, assemble."""
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -7,11 +8,21 @@ import numpy as np
 from dask.array.slicing import normalize_index
 
 from . import containment
-from .backends import PLACED, get_backend
+from .backends import PLACED, Backend, CpuBackend
 from .device import Device
 from .errors import BlockMemoryError, MissingChunkError
 from .metadata import ArrayInfo
 from .plan import block_pieces
+
+
+@functools.cache
+def get_backend(device: Device) -> Backend:
+    """The process's backend for ``device`` (one per process: the GPU one holds streams and codecs)."""
+    if device == "gpu":
+        from .gpu.backend import GpuBackend  # imports cupy: only when a GPU task runs
+
+        return GpuBackend()
+    return CpuBackend()
 
 
 def read_region(

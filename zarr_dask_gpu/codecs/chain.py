@@ -1,31 +1,17 @@
 """Classify a zarr codec chain into what the GPU path decodes itself (pure, CPU-importable)."""
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numcodecs
 import numpy as np
 from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
 
+from . import compressions
 from .filters import encoded_itemsize, unsupported
 
-Compression = Literal["none", "zstd", "gzip", "zlib", "lz4", "blosc-lz4", "blosc-zstd", "blosc-zlib"]
-
-# blosc's inner compressors that nvCOMP decodes (lz4hc writes lz4 blocks); blosclz and snappy do not
-_BLOSC_INNER = {"lz4": "blosc-lz4", "lz4hc": "blosc-lz4", "zstd": "blosc-zstd", "zlib": "blosc-zlib"}
-
-# names as zarr v3 codec documents and numcodecs codec ids spell them
-_V3_COMPRESSORS: dict[str, Compression] = {
-    "zstd": "zstd",
-    "gzip": "gzip",
-    "numcodecs.zstd": "zstd",
-    "numcodecs.gzip": "gzip",
-    "numcodecs.zlib": "zlib",
-    "numcodecs.lz4": "lz4",
-}
 # numcodecs filters that zarr v3 writes as array-to-array codecs ("numcodecs.delta", ...)
 _V3_FILTERS = ("delta", "fixedscaleoffset", "quantize", "bitround", "astype")
-_V2_COMPRESSORS: dict[str, Compression] = {"zstd": "zstd", "gzip": "gzip", "zlib": "zlib", "lz4": "lz4"}
 
 
 @dataclass(frozen=True)
@@ -35,7 +21,8 @@ class GpuChain:
     Attributes
     ----------
     compression
-        The one bytes-to-bytes stage, decoded by nvCOMP (``"none"`` for raw chunks).
+        The one bytes-to-bytes stage: its row in ``compressions.COMPRESSIONS`` (``"none"`` for raw
+        chunks).
     big_endian
         The stored elements are big-endian and are swapped on the device.
     transpose
@@ -48,7 +35,7 @@ class GpuChain:
         The stored chunk ends with a crc32c of the rest (the v3 codec, last in the chain).
     """
 
-    compression: Compression
+    compression: str
     big_endian: bool = False
     transpose: tuple[int, ...] | None = None
     f_order: bool = False
@@ -131,7 +118,7 @@ def _classify_v3(docs: list[dict], ndim: int) -> ChainPlan:
     stages = tuple(str(d["name"]) for d in docs)
     transpose: tuple[int, ...] | None = None
     big_endian = False
-    compression: Compression = "none"
+    compression = "none"
     reason = None
     seen_bytes = crc = False
     configs: list[dict[str, Any]] = []  # numcodecs array-to-array filters, in encoding order
@@ -151,10 +138,8 @@ def _classify_v3(docs: list[dict], ndim: int) -> ChainPlan:
         elif seen_bytes and name == "numcodecs.shuffle" and compression == "none" and not crc:
             # a bytes-to-bytes codec on the serialised chunk: the v2 Shuffle filter's transform
             configs.append(numcodecs.get_codec({"id": "shuffle", **conf}).get_config())
-        elif seen_bytes and name in _V3_COMPRESSORS and compression == "none":
-            compression = _V3_COMPRESSORS[name]
-        elif seen_bytes and name == "blosc" and compression == "none" and conf.get("cname") in _BLOSC_INNER:
-            compression = _BLOSC_INNER[conf["cname"]]
+        elif seen_bytes and compression == "none" and (row := compressions.from_v3(name, conf.get("cname"))):
+            compression = row.name
         elif seen_bytes and name == "crc32c":
             crc = True
         elif name == "blosc":
@@ -188,17 +173,12 @@ def _classify_v2(metadata: ArrayV2Metadata) -> ChainPlan:
     if why:
         return ChainPlan(stages, None, why)
     flt = tuple(tuple(sorted(c.items())) for c in configs)
-    if comp == "blosc":
-        cname = metadata.compressor.get_config()["cname"]
-        if cname not in _BLOSC_INNER:
-            return ChainPlan(stages, None, f"blosc's {cname!r} is not decoded on the GPU")
-        return ChainPlan(
-            stages, GpuChain(_BLOSC_INNER[cname], big_endian, None, metadata.order == "F", flt), None
-        )
-    if comp is not None and comp not in _V2_COMPRESSORS:
-        return ChainPlan(stages, None, f"compressor {comp!r} is not decoded on the GPU")
-    compression: Compression = _V2_COMPRESSORS[comp] if comp else "none"
-    return ChainPlan(stages, GpuChain(compression, big_endian, None, metadata.order == "F", flt), None)
+    cname = metadata.compressor.get_config().get("cname") if comp == "blosc" else None
+    row = compressions.from_v2(comp, cname)
+    if row is None:
+        what = f"blosc's {cname!r}" if comp == "blosc" else f"compressor {comp!r}"
+        return ChainPlan(stages, None, f"{what} is not decoded on the GPU")
+    return ChainPlan(stages, GpuChain(row.name, big_endian, None, metadata.order == "F", flt), None)
 
 
 def swap_unit(dtype: np.dtype) -> int:
@@ -206,29 +186,22 @@ def swap_unit(dtype: np.dtype) -> int:
     return dtype.itemsize // 2 if dtype.kind == "c" else dtype.itemsize
 
 
-# how each compression is undone on the GPU path (gpu/decompress.py's decoders)
-_DECOMPRESS = {
-    "zstd": "GPU (zstd kernels)",
-    "gzip": "CPU (zlib), then copied to the device",
-    "zlib": "CPU (zlib), then copied to the device",
-    "lz4": "GPU (lz4 walk kernel, nvCOMP lz4)",
-}
-
-
 def stage_devices(plan: ChainPlan) -> list[tuple[str, str]]:
     """Each codec stage with where and how it is undone (for ``zarr-dask-gpu info``)."""
     if plan.gpu is None:
         return [(s, "CPU (zarr-python), then copied to the device") for s in plan.stages]
-    inner = plan.gpu.compression.removeprefix("blosc-")
     how = {
         "bytes": "GPU (a view; byte swap if big-endian)",
         "transpose": "GPU (a view)",
         "crc32c": "GPU (checksum kernel)",
-        "blosc": f"GPU (header kernel; its {inner} streams: {_DECOMPRESS.get(inner)}; unshuffle kernel)",
         "shuffle": "GPU (byte transposition)",
     }
+    compression = compressions.get(plan.gpu.compression)
     out = []
     for stage in plan.stages:
         name = stage.removeprefix("numcodecs.")
-        out.append((stage, _DECOMPRESS.get(name) or how.get(name, "GPU (array operations)")))
+        if name in compression.v3_names or name in compression.v2_ids or name == "blosc":
+            out.append((stage, compressions.info(compression)))
+        else:
+            out.append((stage, how.get(name, "GPU (array operations)")))
     return out

@@ -15,7 +15,7 @@ from zarr.registry import get_pipeline_class
 
 from ..errors import ChunkDecodeError
 from ..metadata import ArrayInfo
-from . import headers
+from . import compressions
 
 _lock = threading.Lock()
 _transforms: dict[str, tuple[object, ArraySpec]] = {}
@@ -62,7 +62,7 @@ def decode_chunk(info: ArrayInfo, coords: tuple[int, ...], data: memoryview) -> 
         chain.stored_itemsize(info.dtype) if chain else info.dtype.itemsize
     )
     if chain is not None:
-        why = headers.check(chain.compression, data[:-4] if chain.crc32c else data, expected)
+        why = compressions.check(chain.compression, data[:-4] if chain.crc32c else data, expected)
         if why:
             raise ChunkDecodeError(info.location, key, label + why)
     elif len(data) == 0:

@@ -1,4 +1,5 @@
-"""Host-side structure checks of compressed chunks, before any decoder sees them.
+"""Host-side structure checks of compressed chunks, before any decoder sees them (each
+compression's row in ``compressions`` names its check).
 
 Decoders must never be handed a frame whose stated size differs from the metadata's: zstd and lz4
 decoders allocate from the header (docs/design.md). The GPU path's decoders check the same on the
@@ -9,41 +10,46 @@ import struct
 
 import numpy as np
 
-from .chain import Compression
-
 ZSTD_MAGIC = 0xFD2FB528
 
 
-def skip_bytes(compression: Compression) -> tuple[int, int]:
-    """Bytes before and after the payload that nvCOMP decodes (numcodecs lz4's size)."""
-    return {"lz4": (4, 0)}.get(compression, (0, 0))
-
-
-def check(compression: Compression, data: bytes | memoryview, expected: int) -> str | None:
-    """Why ``data`` cannot be a chunk that decodes to ``expected`` bytes, or None if it may be."""
+def check_raw(data: bytes | memoryview, expected: int) -> str | None:
+    """An uncompressed chunk: exactly the decoded size."""
     n = len(data)
-    if n == 0:
-        return "the stored chunk is empty (0 bytes)"
-    if compression == "none":
-        return None if n == expected else f"raw chunk has {n} bytes, metadata says {expected}"
-    if compression == "zstd":
-        return check_zstd(data, expected)
-    if compression == "gzip":  # a size trailer names its own member only: gzip chunks may hold several
-        if n < 18 or data[0] != 0x1F or data[1] != 0x8B or data[2] != 8:
-            return "not a gzip stream (bad header)"
-        return None
-    if compression == "zlib":
-        if n < 6 or data[0] & 0x0F != 8 or (data[0] * 256 + data[1]) % 31 or data[1] & 0x20:
-            return "not a zlib stream (bad header)"
-        return None
-    if compression.startswith("blosc"):
-        return check_blosc(bytes(data[:16]), n, expected)
-    if compression == "lz4":
-        if n < 5:
-            return "lz4 chunk shorter than its header"
-        size = struct.unpack_from("<i", data, 0)[0]
-        return None if size == expected else f"lz4 header says {size} bytes, expected {expected}"
-    raise ValueError(compression)
+    return None if n == expected else f"raw chunk has {n} bytes, metadata says {expected}"
+
+
+def check_gzip(data: bytes | memoryview, expected: int) -> str | None:
+    """A gzip chunk's first member header (a size trailer names its own member only: gzip chunks
+    may hold several)."""
+    if len(data) < 18 or data[0] != 0x1F or data[1] != 0x8B or data[2] != 8:
+        return "not a gzip stream (bad header)"
+    return None
+
+
+def check_zlib(data: bytes | memoryview, expected: int) -> str | None:
+    """A zlib stream's two header bytes: deflate, a valid check, no preset dictionary."""
+    if len(data) < 6 or data[0] & 0x0F != 8 or (data[0] * 256 + data[1]) % 31 or data[1] & 0x20:
+        return "not a zlib stream (bad header)"
+    return None
+
+
+def check_lz4(data: bytes | memoryview, expected: int) -> str | None:
+    """numcodecs' lz4: a 4-byte decoded size, then one block."""
+    if len(data) < 5:
+        return "lz4 chunk shorter than its header"
+    size = struct.unpack_from("<i", data, 0)[0]
+    return None if size == expected else f"lz4 header says {size} bytes, expected {expected}"
+
+
+def check_lz4_block(data: bytes | memoryview, expected: int) -> str | None:
+    """A bare lz4 block (blosc's inner stream) states no size: only its decode can judge it."""
+    return None
+
+
+def check_blosc_frame(data: bytes | memoryview, expected: int) -> str | None:
+    """A blosc1 frame: ``check_blosc`` of its header."""
+    return check_blosc(bytes(data[:16]), len(data), expected)
 
 
 _NOT_ZSTD = "not a zstd frame (bad magic number)"

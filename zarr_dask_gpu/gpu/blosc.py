@@ -20,17 +20,16 @@ from .gather import copy_ranges
 from .kernels import BLOSC_SOURCE
 
 _THREADS = 256
-_COMPCODE = {"lz4": 1, "zlib": 3, "zstd": 4}  # c-blosc's format codes, the flags' top three bits
 
 
-def _unusual(heads: np.ndarray, codec: str) -> np.ndarray:
+def _unusual(heads: np.ndarray, compcode: int) -> np.ndarray:
     """Which checked blosc1 headers (rows of 16 bytes) these kernels leave to c-blosc."""
     flags, versionlz = heads[:, 2].astype(np.int64), heads[:, 1]
     words = heads[:, 4:16].copy().view("<i4").astype(np.int64)
     nbytes, blocksize = words[:, 0], words[:, 1]
     copied = (flags & 2) > 0
     return (
-        ((flags >> 5) != _COMPCODE[codec]) & ~copied
+        ((flags >> 5) != compcode) & ~copied
         | (versionlz != 1) & ~copied
         | ((flags & 0x08) > 0)
         | (blocksize > np.maximum(nbytes, 1))
@@ -49,10 +48,10 @@ def decode_batch(
     expected: int,
     out: cp.ndarray,
     out_offsets: np.ndarray,
-    codec: str,
+    compcode: int,
     decode_streams: Callable[..., list[tuple[int, str]]],
 ) -> list[tuple[int, str]]:
-    """Decode a batch of blosc frames whose streams are ``codec`` (lz4, zstd or zlib) into ``out`` at
+    """Decode a batch of blosc frames whose streams are of c-blosc's ``compcode`` into ``out`` at
     ``out_offsets``; the damaged ones as (index, reason), with nothing decoded, when there are any.
     Headers that c-blosc may read otherwise than these kernels (another codec or format version
     than the metadata's, reserved flags, blocks larger than the frame) are refused: the backend
@@ -65,7 +64,7 @@ def decode_batch(
     n = len(offsets)
     heads = buffer[cp.asarray(offsets)[:, None] + cp.arange(16)].get()
     bad = [(i, why) for i in range(n) if (why := check_blosc(bytes(heads[i]), int(sizes[i]), expected))]
-    odd = set(np.flatnonzero(_unusual(heads, codec)).tolist()) - {i for i, _ in bad}
+    odd = set(np.flatnonzero(_unusual(heads, compcode)).tolist()) - {i for i, _ in bad}
     bad += [(i, "a blosc header these kernels do not take") for i in sorted(odd)]
     if bad:
         return sorted(bad)

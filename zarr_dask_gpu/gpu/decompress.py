@@ -17,10 +17,10 @@ import cupy as cp
 import numpy as np
 
 from .. import config
+from ..codecs import compressions
 from . import host_decode, zstd_blocks
 from .sync import wait
 
-_NAMES = {"zstd": "Zstd", "gzip": "Gzip", "zlib": "Deflate", "lz4": "LZ4"}
 _STATUS = {  # nvcompStatus_t (nvcomp/shared_types.h)
     10: "invalid value",
     11: "not supported",
@@ -51,7 +51,7 @@ def _api(compression: str) -> tuple[Callable[..., int], Callable[..., int]]:
     lib = load_library()
     if lib is None:
         raise RuntimeError("libnvcomp could not be loaded (the nvidia-libnvcomp-cu13 wheel)")
-    name = _NAMES[compression]
+    name = compressions.get(compression).nvcomp
     query = getattr(lib, f"nvcompBatched{name}DecompressGetTempSizeSync")
     query.argtypes = [_P, _P, _SZ, _SZ, ctypes.POINTER(_SZ), _SZ, _Opts, _P, _P]
     run = getattr(lib, f"nvcompBatched{name}DecompressAsync")
@@ -120,19 +120,13 @@ def launch(
     return nvcomp(compression, src, src_sizes, dst, dst_sizes, stream)
 
 
-# Where each compression decodes on the GPU path. nvCOMP 6.0 is not hardened against damaged frames
-# (its zstd kernel reads out of bounds on some), so it gets only what a device walk has proven sound:
-# lz4 (``validate.py`` walks every sequence). zstd decodes in this package's bounded kernels, and
-# Deflate, whose soundness only a full decode shows, by zlib on the host (docs/design.md).
-_DECODERS = {"zstd": "kernels", "gzip": "host", "zlib": "host", "lz4": "nvcomp", "lz4-block": "nvcomp"}
-
-
 def decoder(compression: str) -> str:
-    """ "kernels", "host" or "nvcomp": who decodes ``compression`` (a compression, or ``lz4-block``
-    for blosc's streams); ``zstd-decoder: nvcomp`` hands zstd to nvCOMP, for trusted data only."""
+    """ "kernels", "host" or "nvcomp": who decodes ``compression`` (its row's ``decoder``: nvCOMP 6.0
+    is not hardened against damaged frames, so it gets only what a device walk has proven sound,
+    docs/design.md); ``zstd-decoder: nvcomp`` hands zstd to nvCOMP, for trusted data only."""
     if compression == "zstd" and config.choice("zstd-decoder", ("blocks", "nvcomp")) == "nvcomp":
         return "nvcomp"
-    return _DECODERS[compression]
+    return compressions.get(compression).decoder
 
 
 def nvcomp(

@@ -5,6 +5,7 @@ import functools
 import cupy as cp
 import numpy as np
 
+from ..io import place
 from .kernels import COPY_SOURCE
 
 _THREADS = 256
@@ -27,3 +28,16 @@ def copy_ranges(
             (_THREADS,),
             (buffer, *(cp.asarray(a, dtype=np.int64) for a in (src, dst, sizes)), out),
         )
+
+
+def aligned(
+    buffer: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray, align: int
+) -> tuple[cp.ndarray, np.ndarray]:
+    """``buffer`` and ``offsets`` with every range starting on an ``align`` boundary: as they are when
+    they already do (whole chunk files), else gathered into a new buffer (ranges inside shards)."""
+    if not (offsets % align).any():
+        return buffer, offsets
+    starts, total = place([int(n) for n in sizes], 0, align)
+    out = cp.empty(max(total, 1), dtype=np.uint8)
+    copy_ranges(buffer, offsets, np.asarray(starts, dtype=np.int64), sizes, out)
+    return out, np.asarray(starts, dtype=np.int64)

@@ -5,7 +5,7 @@ chunks the kernels refuse or leave (windows over 128 MiB), and what nvCOMP's gua
 import cupy as cp
 import numpy as np
 
-from ..codecs.reference import decode_into
+from ..codecs.compressions import decode_into
 from .sync import wait
 
 
@@ -38,7 +38,7 @@ def decode(
         data = np.empty(int(src_sizes[i]), np.uint8)
         rt.memcpy(data.ctypes.data, int(src[i]), data.nbytes, rt.memcpyDeviceToHost)
         out = np.empty(int(dst_sizes[i]), np.uint8)
-        why = decode_into(compression, memoryview(data), out)  # type: ignore[arg-type]
+        why = decode_into(compression, memoryview(data), out)
         if why:
             bad.append((i, why))
         else:  # pageable memory: the copy is staged before the call returns, so `out` may go

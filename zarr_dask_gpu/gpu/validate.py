@@ -13,10 +13,9 @@ import functools
 import cupy as cp
 import numpy as np
 
+from ..codecs import compressions
 from .kernels import CRC32C_SOURCE, VALIDATE_SOURCE
 
-# "lz4" is numcodecs' (a 4-byte size, then a block); "lz4-block" a bare block, as blosc stores them
-_KINDS = {"zstd": 1, "lz4": 4, "lz4-block": 5}
 REASONS = {
     1: "truncated or empty",
     2: "bad header (not a {compression} stream)",
@@ -56,7 +55,7 @@ def check_batch(
             buffer,
             cp.asarray(offsets, dtype=np.int64),
             cp.asarray(sizes, dtype=np.int64),
-            np.int32(_KINDS[compression]),
+            np.int32(compressions.get(compression).device_check),
             cp.asarray(expected_all),
             status,
             claimed,

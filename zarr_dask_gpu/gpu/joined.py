@@ -1,0 +1,57 @@
+"""Decode calls of the GPU backend, joined across the tasks of a device that decode at once
+(``coalesce-decodes``): one call of many tasks' chunks ends sooner than as many concurrent calls."""
+
+import contextlib
+import threading
+from collections.abc import Sequence
+
+import cupy as cp
+from dask.utils import parse_timedelta
+
+from .. import config
+from ..coalesce import Coalescer
+from . import decompress
+from .streams import joining_stream
+
+_lock = threading.Lock()
+_coalescers: dict[int, Coalescer] = {}  # per device
+
+
+def coalescing() -> bool:
+    return bool(config.get("coalesce-decodes"))
+
+
+def member() -> contextlib.AbstractContextManager:
+    """Held by a task from before its reads to after its last decode: while members are on their
+    way, submitted calls wait for theirs (``Coalescer``)."""
+    return _coalescer().member() if coalescing() else contextlib.nullcontext()
+
+
+def decode(compression: str, batch: decompress.Batch) -> list[tuple[int, str]]:
+    """``batch`` decoded, joined with the device's other tasks' calls when coalescing, alone
+    otherwise; its failures as (index, reason)."""
+    if coalescing():
+        # a joined call that raised (scratch too large for many tasks' chunks) is retried alone,
+        # so that each task gets its own outcome
+        with contextlib.suppress(Exception):
+            return _coalescer().submit(
+                compression,
+                batch,
+                int(config.get("coalesce-tasks")),
+                parse_timedelta(config.get("coalesce-wait")),
+            )
+    return _decode_joined(compression, [batch])[0]
+
+
+def _decode_joined(compression: str, batches: Sequence[decompress.Batch]) -> list[list[tuple[int, str]]]:
+    with joining_stream() as stream:
+        return decompress.decode_joined(compression, batches, stream)
+
+
+def _coalescer() -> Coalescer:
+    """This device's coalescer: the decode calls of its tasks decoding at once, joined."""
+    dev = cp.cuda.Device().id
+    with _lock:
+        if dev not in _coalescers:
+            _coalescers[dev] = Coalescer(_decode_joined)
+        return _coalescers[dev]
