@@ -174,14 +174,13 @@ def test_tasks_decoding_at_once_share_one_nvcomp_call(tmp_path, monkeypatch):
     in the joined call), its own error naming the key. With ``coalesce-tasks`` 2 they make calls of
     two tasks each, without waiting for a task still on its way; with the setting off each makes its
     own. With ``coalesce-wait`` the task on its way holds them up no longer than that."""
-    import contextlib
     import time
     from concurrent.futures import ThreadPoolExecutor
 
     import dask
 
     from zarr_dask_gpu.errors import ChunkDecodeError
-    from zarr_dask_gpu.gpu import backend, decompress
+    from zarr_dask_gpu.gpu import decompress, joined
 
     for name in ("a", "b"):
         z = zarr.create_array(tmp_path / f"{name}.zarr", shape=(64, 4096), chunks=(4, 4096), dtype="f4")
@@ -213,8 +212,7 @@ def test_tasks_decoding_at_once_share_one_nvcomp_call(tmp_path, monkeypatch):
             "zarr_dask_gpu.coalesce-wait": patience,
         }
         with dask.config.set(settings), ThreadPoolExecutor(5) as ex:
-            hold = backend._coalescer().member() if coalesce else contextlib.nullcontext()
-            with hold:  # a task on its way: a joined call of every task waits for it
+            with joined.member():  # a task on its way: a joined call of every task waits for it
                 futures = [
                     ex.submit(lambda i: host(x.blocks[i].compute(scheduler="sync")), i) for i in range(4)
                 ]
