@@ -9,15 +9,14 @@ last, partial one, ``typesize > 16`` or a stream would be under 128 bytes; a str
 its decoded size is stored; bit shuffle applies to blocks of a multiple of 8 elements only.
 """
 
-import functools
 from collections.abc import Callable
 
 import cupy as cp
 import numpy as np
 
 from ..codecs.headers import blosc_layout, check_blosc
+from . import kernels
 from .gather import copy_ranges
-from .kernels import BLOSC_SOURCE
 
 _THREADS = 256
 _COMPCODE = {"lz4": 1, "zlib": 3, "zstd": 4}  # c-blosc's format codes, the flags' top three bits
@@ -37,9 +36,8 @@ def _unusual(heads: np.ndarray, codec: str) -> np.ndarray:
     )
 
 
-@functools.cache
 def _module() -> cp.RawModule:
-    return cp.RawModule(code=BLOSC_SOURCE)
+    return kernels.module("blosc.cu")
 
 
 def decode_batch(
