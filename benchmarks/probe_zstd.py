@@ -1,4 +1,4 @@
-"""This package's zstd kernels (``gpu/zstd.cu``) against nvCOMP on dataset A's chunks, on the device:
+"""This package's zstd kernels (``gpu/cuda/zstd.cu``) against nvCOMP on dataset A's chunks, on the device:
 one batch of every chunk and of a task's 32, each kernel's time (CUDA events), values checked against
 numcodecs. Run on the GPU host after `zarr-dask-gpu bench` wrote dataset A:
     python3 benchmarks/probe_zstd.py [--path /tmp/bench-a.zarr] [--chunks 512] [--compare OTHER.cu ...]
@@ -8,7 +8,6 @@ import argparse
 import contextlib
 import os
 import time
-from importlib import resources
 from pathlib import Path
 
 import cupy as cp
@@ -17,7 +16,7 @@ import numpy as np
 from numcodecs import Zstd
 
 from zarr_dask_gpu.bench import chunk_files
-from zarr_dask_gpu.gpu import decompress, zstd_blocks
+from zarr_dask_gpu.gpu import decompress, kernels, zstd_blocks
 from zarr_dask_gpu.gpu.sync import wait
 
 p = argparse.ArgumentParser()
@@ -83,7 +82,7 @@ for n in (32, len(files)):
 print("zs_count + read-back and scratch are the rest of the blocks decoder's time")
 
 # where the copier's time goes: the same source with parts of its byte work taken out (values wrong)
-source = (resources.files(zstd_blocks.__package__) / "zstd.cu").read_text()
+source = kernels.source("zstd.cu")  # with cuda/common.cuh inlined, as the package compiles it
 variants = {
     "no gathers (sources found, not read)": [
         (
@@ -115,7 +114,7 @@ variants = {
     ],
 }
 for other in args.compare:  # whole sources, e.g. another branch's, timed beside this one's
-    variants[f"source {other}"] = [(source, Path(other).read_text())]
+    variants[f"source {other}"] = [(source, kernels.source(Path(other).name, Path(other).parent))]
 real_module = zstd_blocks._module
 for title, edits in variants.items():
     changed = source

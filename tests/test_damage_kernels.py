@@ -1,5 +1,5 @@
 """The damage corpus (tests/damage.py) through this package's kernels compiled for the host with
-AddressSanitizer: the zstd decoder (``gpu/zstd.cu``) on every zstd chunk, the lz4 walk that guards
+AddressSanitizer: the zstd decoder (``gpu/cuda/zstd.cu``) on every zstd chunk, the lz4 walk that guards
 nvCOMP on every lz4 chunk, and the blosc stream-table kernel on every blosc chunk whose header the
 host check passes. No read or write leaves its buffer whatever the bytes; a chunk the zstd kernels
 accept decodes to libzstd's bytes; an lz4 stream the walk passes is one liblz4 decodes to its size.
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from .test_kernels_c import _asan, kernels_source
+from .test_kernels_c import _asan, build_kernels
 from .test_zstd_c import SOURCE
 
 pytestmark = pytest.mark.skipif(_asan() is None, reason="needs a C compiler with AddressSanitizer")
@@ -64,10 +64,10 @@ print(json.dumps(counts))
 def test_the_corpus_stays_in_bounds_and_agrees(tmp_path):
     asan = _asan()
     zs, k = tmp_path / "zs.so", tmp_path / "k.so"
-    (tmp_path / "k.c").write_text(kernels_source())
-    flags = ["-O1", "-g", "-shared", "-fPIC", "-fsanitize=address", "-fno-omit-frame-pointer"]
+    asan_flags = ["-g", "-fsanitize=address", "-fno-omit-frame-pointer"]
+    flags = ["-O1", *asan_flags, "-shared", "-fPIC"]
     subprocess.run(["cc", *flags, "-x", "c", "-o", str(zs), str(SOURCE)], check=True)
-    subprocess.run(["cc", *flags, "-o", str(k), str(tmp_path / "k.c")], check=True)
+    build_kernels(k, *asan_flags)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     code = SCRIPT.format(root=root, zs=str(zs), k=str(k))
     # libzstd, as numcodecs calls it for the verdicts, allocates what a frame header claims (terabytes):

@@ -1,4 +1,4 @@
-"""The block-parallel zstd decoder on the GPU (``gpu/zstd.cu``, through ``decompress.launch``) against
+"""The block-parallel zstd decoder on the GPU (``gpu/cuda/zstd.cu``, through ``decompress.launch``) against
 numcodecs (libzstd), and against nvCOMP on the benchmark's chunks."""
 
 import dask

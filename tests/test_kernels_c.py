@@ -1,7 +1,9 @@
 """The CUDA kernels' logic, compiled as C with the host compiler and checked against numcodecs.
 
-This checks the structure-check and blosc kernels' work functions (``*_item``) on the host; the
-gpu-marked tests run the same code as CUDA on the GPU machine.
+This checks the structure-check, blosc, crc32c and copy kernels' work functions (``*_item`` and the
+like) on the host, built from the package's own files in ``gpu/cuda/`` (``common.cuh`` gives C the
+CUDA qualifiers they use, and leaves out their ``__global__`` wrappers); the gpu-marked tests run the
+same code as CUDA on the GPU machine.
 """
 
 import ctypes
@@ -22,19 +24,13 @@ from .conftest import lz4_fuzz
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 
 
-def kernels_source() -> str:
-    """The kernels' device functions as one C file (their ``__global__`` wrappers need CUDA)."""
+SOURCES = [kernels.CUDA / name for name in ("validate.cu", "blosc.cu", "crc32c.cu", "copy.cu")]
 
-    def host_c(src: str) -> str:
-        return src.split('extern "C"')[0]
 
-    return (
-        "#include <stdbool.h>\n#define __device__\n"
-        + host_c(kernels.VALIDATE_SOURCE)
-        + host_c(kernels.BLOSC_SOURCE).replace("typedef unsigned char u8;\ntypedef long long i64;\n", "")
-        + host_c(kernels.CRC32C_SOURCE).replace("typedef unsigned char u8;\ntypedef long long i64;\n", "")
-        + host_c(kernels.COPY_SOURCE).replace("typedef unsigned char u8;\ntypedef long long i64;\n", "")
-    )
+def build_kernels(out, *flags: str) -> None:
+    """The kernels' device functions, compiled as C into one shared library ``out``."""
+    cmd = ["cc", "-O1", *flags, "-shared", "-fPIC", "-x", "c", "-o", str(out), *map(str, SOURCES)]
+    subprocess.run(cmd, check=True)
 
 
 def _asan() -> str | None:
@@ -49,10 +45,9 @@ def _asan() -> str | None:
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    d = tmp_path_factory.mktemp("kernels")
-    (d / "k.c").write_text(kernels_source())
-    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", str(d / "k.so"), str(d / "k.c")], check=True)
-    return ctypes.CDLL(str(d / "k.so"))
+    so = tmp_path_factory.mktemp("kernels") / "k.so"
+    build_kernels(so)
+    return ctypes.CDLL(str(so))
 
 
 def _p(a: np.ndarray) -> ctypes.c_void_p:

@@ -1,4 +1,4 @@
-"""The block-parallel zstd decoder (``gpu/zstd.cu``), compiled as C with the host compiler and run in
+"""The block-parallel zstd decoder (``gpu/cuda/zstd.cu``), compiled as C with the host compiler and run in
 the GPU's order of steps, against numcodecs (libzstd) over levels, sizes and kinds of data; damaged
 and unsupported frames get their status, never a crash (an AddressSanitizer build runs the fuzz).
 
@@ -11,16 +11,17 @@ import os
 import shutil
 import subprocess
 import sys
-from importlib import resources
 
 import numpy as np
 import pytest
 from numcodecs import Zstd
 
+from zarr_dask_gpu.gpu import kernels
+
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 
 OK, TRUNC, HEADER, CORRUPT, SIZE, UNSUPPORTED, OFFSET, DICT, CHECKSUM, TRAILING = range(10)
-SOURCE = resources.files("zarr_dask_gpu.gpu") / "zstd.cu"
+SOURCE = kernels.CUDA / "zstd.cu"  # includes common.cuh beside it
 
 
 def _build(out, *flags: str) -> None:

@@ -9,15 +9,14 @@ last, partial one, ``typesize > 16`` or a stream would be under 128 bytes; a str
 its decoded size is stored; bit shuffle applies to blocks of a multiple of 8 elements only.
 """
 
-import functools
 from collections.abc import Callable
 
 import cupy as cp
 import numpy as np
 
 from ..codecs.headers import blosc_layout, check_blosc
+from . import kernels
 from .gather import copy_ranges
-from .kernels import BLOSC_SOURCE
 
 _THREADS = 256
 
@@ -36,9 +35,8 @@ def _unusual(heads: np.ndarray, compcode: int) -> np.ndarray:
     )
 
 
-@functools.cache
 def _module() -> cp.RawModule:
-    return cp.RawModule(code=BLOSC_SOURCE)
+    return kernels.module("blosc.cu")
 
 
 def decode_batch(

@@ -1,19 +1,16 @@
 """Byte ranges of one device buffer copied into another, all in one kernel launch."""
 
-import functools
-
 import cupy as cp
 import numpy as np
 
 from ..io import place
-from .kernels import COPY_SOURCE
+from . import kernels
 
 _THREADS = 256
 
 
-@functools.cache
 def _kernel() -> cp.RawKernel:
-    return cp.RawKernel(COPY_SOURCE, "copy_ranges")
+    return kernels.function("copy.cu", "copy_ranges")
 
 
 def copy_ranges(

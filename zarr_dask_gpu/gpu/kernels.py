@@ -1,424 +1,53 @@
-"""CUDA sources of this package's kernels, kept free of GPU imports so that their C logic can be
-compiled and checked on the host (tests/test_kernels_c.py). Each kernel's work is a ``*_item``
-device function; the ``__global__`` wrappers only map threads to items."""
+"""The loader of this package's CUDA kernels: their sources are the files in ``gpu/cuda/``, compiled by
+cupy (NVRTC) at first use, one module a file.
 
-VALIDATE_SOURCE = r"""
-typedef unsigned char u8;
-typedef long long i64;
-typedef unsigned long long u64;
+``cuda/common.cuh`` holds what the sources share; each includes it. NVRTC could find it with ``-I``,
+but cupy's kernel cache is keyed on the code it is given (its own headers aside), so a header edit
+would reuse binaries built before it: ``source`` puts the text of every ``#include "..."`` of a file
+beside the source in its place, with ``#line`` marks so that compiler messages name the right file
+and line. The host compiler reads the same files with its own ``#include`` (tests/test_kernels_c.py,
+tests/test_zstd_c.py). Each kernel's work is a device function (``*_item`` and the like) that the
+host tests call; the ``__global__`` wrappers, CUDA only, map threads to items.
 
-__device__ unsigned le32(const u8* p) {
-    return p[0] | (p[1] << 8) | (p[2] << 16) | ((unsigned)p[3] << 24);
-}
+This module imports cupy only when a module is compiled, so the sources can be found without it."""
 
-// kind 1, for zstd-decoder "nvcomp" only (trusted data): frame and block headers, stated sizes
-__device__ int zstd(const u8* d, i64 n, i64 expected, i64* claimed) {
-    i64 p = 0, total = 0;
-    bool known = true;
-    while (p < n) {
-        if (p + 4 > n) return 1;
-        unsigned magic = le32(d + p);
-        if ((magic & 0xFFFFFFF0u) == 0x184D2A50u) {  // skippable frame
-            if (p + 8 > n) return 1;
-            p += 8 + (i64)le32(d + p + 4);
-            continue;
-        }
-        if (magic != 0xFD2FB528u) return 2;
-        p += 4;
-        if (p >= n) return 1;
-        u8 fhd = d[p++];
-        if (fhd & 0x08) return 2;
-        int single = (fhd >> 5) & 1, flag = fhd >> 6, dict = fhd & 3;
-        int fcs = flag == 0 ? single : (flag == 1 ? 2 : (flag == 2 ? 4 : 8));
-        p += (single ? 0 : 1) + (dict == 0 ? 0 : (dict == 1 ? 1 : (dict == 2 ? 2 : 4)));
-        if (p + fcs > n) return 1;
-        if (fcs) {
-            u64 v = 0;
-            for (int k = 0; k < fcs; k++) v |= (u64)d[p + k] << (8 * k);
-            total += (i64)v + (fcs == 2 ? 256 : 0);
-        } else {
-            known = false;
-        }
-        p += fcs;
-        for (;;) {
-            if (p + 3 > n) return 1;
-            unsigned bh = d[p] | (d[p + 1] << 8) | (d[p + 2] << 16);
-            p += 3;
-            int type = (bh >> 1) & 3;
-            i64 size = bh >> 3;
-            if (type == 3 || size > 131072) return 3;
-            p += type == 1 ? 1 : size;
-            if (p > n) return 1;
-            if (bh & 1) break;
-        }
-        if (fhd & 0x04) p += 4;
-        if (p > n) return 1;
-    }
-    *claimed = known ? total : -1;
-    return known && total != expected ? 4 : 0;
-}
+from __future__ import annotations
 
-// An lz4 stream's bytes: d[q], read from the shared-memory window win[q - base] where base <= q < hi.
-// Without a window (one thread walking alone) base = hi = 0. With one, the 32 lanes of a warp refill it
-// together with coalesced 16-byte loads: one thread reading global memory a byte at a time made this
-// walk D's costliest step (docs/performance.md).
-// Lengths are 32-bit: lz4 blocks are under 2^31 bytes (LZ4_MAX_INPUT_SIZE), larger claims are corrupt.
-#define LZ4_WINDOW 2048
-#define LZ4_AHEAD 128  // bytes past a round's first sequence that its lanes mostly read
-#define LZ4_MAX 0x7E000000
-typedef struct { const u8* d; int n; int base, hi; u8* win; } lz4_src;
-#ifdef __CUDA_ARCH__
-#define LZ4_LANE (threadIdx.x & 31)
-#define LZ4_STRIDE 512  // the 32 lanes' 16-byte loads
-#define LZ4_SYNC() __syncwarp()
-#else  // the host plays a warp with one thread (tests/test_kernels_c.py)
-#ifndef __CUDACC__
-typedef struct { unsigned x, y, z, w; } uint4;
-#endif
-#define LZ4_LANE 0
-#define LZ4_STRIDE 16
-#define LZ4_SYNC()
-#endif
+import functools
+import re
+from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import TYPE_CHECKING
 
-__device__ unsigned lz4_at(const lz4_src* s, int q) {
-    unsigned r = (unsigned)(q - s->base);
-    return r < (unsigned)(s->hi - s->base) ? s->win[r] : s->d[q];
-}
+if TYPE_CHECKING:
+    import cupy as cp
 
-// a warp's window from byte p on, unless it already holds [p, p + LZ4_AHEAD) or the stream's end
-__device__ void lz4_window(lz4_src* s, int p) {
-    if (!s->win || p + LZ4_AHEAD <= s->hi || s->hi == s->n) return;
-    const u8* a0 = (const u8*)((unsigned long long)(s->d + p) & ~15ull);
-    LZ4_SYNC();  // every lane is done with the old window
-    s->base = (int)(a0 - s->d);
-    s->hi = s->base + LZ4_WINDOW < s->n ? s->base + LZ4_WINDOW : s->n;
-    // 16-byte aligned loads while they end inside the stream, then its last bytes one by one; the
-    // first may begin up to 15 bytes before byte p, inside the chunk (lz4's 4-byte size before its
-    // block, 16 aligned) or the blosc frame (its header and table before every stream)
-    const u8* end = s->d + s->n;
-    for (int k = LZ4_LANE * 16; k < LZ4_WINDOW && a0 + k < end; k += LZ4_STRIDE) {
-        if (a0 + k + 16 <= end) {
-            *(uint4*)(s->win + k) = *(const uint4*)(a0 + k);
-        } else {
-            for (int b = 0; a0 + k + b < end; b++) s->win[k + b] = a0[k + b];
-        }
-    }
-    LZ4_SYNC();
-}
-
-// adds the 255-continued length bytes from *p on to *len; false when the stream ends before the last
-__device__ bool lz4_more(const lz4_src* s, int* p, i64* len) {
-    unsigned b;
-    do {
-        if (*p >= s->n) return false;
-        b = lz4_at(s, (*p)++);
-        *len += b;
-    } while (b == 255);
-    return true;
-}
-
-// A sequence, as far as it can be read without the decoded bytes before it: flags, the offset less
-// the literal length (a match reaches before the block when it exceeds the bytes decoded before the
-// sequence), the bytes it decodes (capped past LZ4_MAX: the block is then too long either way) and
-// where the next one starts.
-#define LZ4_SHORT 1     // the stream ends in its token, literal length or literals, or before its offset
-#define LZ4_LAST 2      // its literals end the stream (adv: their length)
-#define LZ4_NO_OFF 4    // its offset is 0
-#define LZ4_SHORT_ML 8  // the stream ends in its match length
-typedef struct { int flags, reach, adv, next; } lz4_seq;
-
-// the sequence that would start at byte q
-__device__ lz4_seq lz4_parse(const lz4_src* s, int q) {
-    lz4_seq c = {LZ4_SHORT, 0, 0, 0};
-    int n = s->n;
-    if (q >= n) return c;
-    unsigned tok = lz4_at(s, q);
-    int p = q + 1;
-    i64 lit = tok >> 4;
-    if ((lit == 15 && !lz4_more(s, &p, &lit)) || lit > n - p) return c;
-    p += (int)lit;
-    if (p == n) {
-        c.flags = LZ4_LAST;
-        c.adv = (int)lit;
-        return c;
-    }
-    if (n - p < 2) return c;
-    int off = lz4_at(s, p) | (lz4_at(s, p + 1) << 8);
-    p += 2;
-    i64 ml = tok & 15;
-    c.flags = (off ? 0 : LZ4_NO_OFF) | (ml == 15 && !lz4_more(s, &p, &ml) ? LZ4_SHORT_ML : 0);
-    c.reach = off - (int)lit;
-    i64 adv = lit + ml + 4;
-    c.adv = adv > LZ4_MAX ? LZ4_MAX + 1 : (int)adv;
-    c.next = p;
-    return c;
-}
-
-// a sequence applied to the count of bytes decoded before it: the stream's status, or -1 to go on
-__device__ int lz4_apply(const lz4_seq* c, i64* out, i64 expected) {
-    if (c->flags) {  // rare: the last sequence, or damage
-        if (c->flags & LZ4_SHORT) return 1;
-        if (c->flags & LZ4_LAST) return *out + c->adv == expected ? 0 : 1;
-        if (c->flags & LZ4_NO_OFF) return 3;
-        if (c->reach > *out) return 3;
-        return 1;  // LZ4_SHORT_ML
-    }
-    if (c->reach > *out) return 3;
-    *out += c->adv;
-    return *out > expected ? 3 : -1;
-}
-
-// one thread's walk, sequence by sequence
-__device__ int lz4_block(const lz4_src* s, i64 expected) {
-    i64 out = 0;
-    if (s->n < 1) return 1;
-    for (int p = 0;;) {
-        lz4_seq c = lz4_parse(s, p);
-        int st = lz4_apply(&c, &out, expected);
-        if (st >= 0) return st;
-        p = c.next;  // at least 3 bytes on
-    }
-}
-
-// A warp's walk: lane k parses the sequence that would start at byte p + k, then the warp follows the
-// chain of those that do (four shuffles each, not a parse: a sequence is about 4 bytes in D's streams)
-// and goes on from the first that starts past p + 31. The same statuses as lz4_block.
-__device__ int lz4_block_warp(lz4_src* s, i64 expected) {
-    i64 out = 0;
-    if (s->n < 1) return 1;
-    for (int p = 0;;) {
-        lz4_window(s, p);
-#ifdef __CUDA_ARCH__
-        lz4_seq mine = lz4_parse(s, p + LZ4_LANE);
-#else
-        lz4_seq lanes[32];
-        for (int k = 0; k < 32; k++) lanes[k] = lz4_parse(s, p + k);
-#endif
-        for (int k = 0;;) {
-#ifdef __CUDA_ARCH__
-            lz4_seq c = {__shfl_sync(~0u, mine.flags, k), __shfl_sync(~0u, mine.reach, k),
-                         __shfl_sync(~0u, mine.adv, k), __shfl_sync(~0u, mine.next, k)};
-#else
-            lz4_seq c = lanes[k];
-#endif
-            int st = lz4_apply(&c, &out, expected);
-            if (st >= 0) return st;
-            k = c.next - p;
-            if (k >= 32) {
-                p = c.next;
-                break;
-            }
-        }
-    }
-}
-
-// kind 4: numcodecs' lz4 (a 4-byte decoded size, then a block); kind 5: a bare block (blosc's).
-// With a window (a warp's, in shared memory) the warp walks the block together, else one thread.
-__device__ int lz4_item(const u8* d, i64 n, int kind, i64 expected, u8* win, i64* claimed) {
-    *claimed = -1;
-    int head = kind == 4 ? 4 : 0;
-    if (n < head + 1) return 1;
-    if (kind == 4) {
-        *claimed = (int)le32(d);
-        if (*claimed != expected) return 4;
-    }
-    if (n - head > LZ4_MAX || expected > LZ4_MAX) return 3;
-    lz4_src s = {d + head, (int)(n - head), 0, 0, win};
-    int st = win ? lz4_block_warp(&s, expected) : lz4_block(&s, expected);
-    if (!st && kind == 5) *claimed = expected;
-    return st;
-}
-
-__device__ void validate_item(i64 i, const u8* buf, const i64* offsets, const i64* sizes, int kind,
-                              const i64* expected_sizes, int* status, i64* claimed) {
-    const u8* d = buf + offsets[i];
-    i64 m = sizes[i], expected = expected_sizes[i];
-    claimed[i] = -1;  // the decoded size the header states, -1 if none
-    int st;
-    if (m == 0) st = 1;
-    else if (kind == 1) st = zstd(d, m, expected, claimed + i);
-    else st = lz4_item(d, m, kind, expected, 0, claimed + i);
-    status[i] = st;
-}
-
-extern "C" __global__ void validate(const u8* buf, const i64* offsets, const i64* sizes, int kind,
-                                    const i64* expected_sizes, int* status, i64* claimed, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) validate_item(i, buf, offsets, sizes, kind, expected_sizes, status, claimed);
-}
-
-#define LZ4_WARPS 4  // warps of a CUDA block in validate_lz4 (its blockDim.x is 32 * LZ4_WARPS)
-
-// lz4 items (kinds 4 and 5), a warp each
-extern "C" __global__ void validate_lz4(const u8* buf, const i64* offsets, const i64* sizes, int kind,
-                                        const i64* expected_sizes, int* status, i64* claimed, int n) {
-    __shared__ __align__(16) u8 win[LZ4_WARPS * LZ4_WINDOW];
-    i64 i = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    if (i >= n) return;  // the same for the whole warp
-    i64 c;
-    int st = lz4_item(buf + offsets[i], sizes[i], kind, expected_sizes[i], win + (threadIdx.x >> 5) * LZ4_WINDOW, &c);
-    if ((threadIdx.x & 31) == 0) {
-        status[i] = st;
-        claimed[i] = c;
-    }
-}
-"""
-
-BLOSC_SOURCE = r"""
-typedef unsigned char u8;
-typedef long long i64;
-
-__device__ i64 rd32(const u8* p) { return (int)(p[0] | (p[1] << 8) | (p[2] << 16) | ((unsigned)p[3] << 24)); }
-
-// one frame's streams into rows row0[c].. of the table; 0 when sound
-__device__ int streams_item(i64 c, const u8* buf, const i64* offsets, const i64* sizes, const i64* row0,
-                            const i64* out0, i64* src, i64* csize, i64* dst, i64* dsize) {
-    const u8* d = buf + offsets[c];
-    i64 m = sizes[c], r = row0[c];
-    int flags = d[2], ts = d[3];
-    i64 nbytes = rd32(d + 4), bs = rd32(d + 8);
-    if (flags & 2) {
-        src[r] = offsets[c] + 16; csize[r] = nbytes; dst[r] = out0[c]; dsize[r] = nbytes;
-        return 0;
-    }
-    i64 nblocks = (nbytes + bs - 1) / bs, left = nbytes % bs;
-    int split = !((flags >> 4) & 1) && ts <= 16 && bs / ts >= 128;
-    for (i64 j = 0; j < nblocks; j++) {
-        int last = (j == nblocks - 1) && left > 0;
-        i64 bsize = last ? left : bs;
-        i64 ns = (split && !last) ? ts : 1, neblock = bsize / ns;
-        i64 pos = rd32(d + 16 + 4 * j);
-        if (pos < 16 + 4 * nblocks || pos > m) return 3;
-        for (i64 s = 0; s < ns; s++) {
-            if (pos + 4 > m) return 1;
-            i64 cb = rd32(d + pos);
-            pos += 4;
-            if (cb <= 0 || cb > neblock || pos + cb > m) return 3;
-            src[r] = offsets[c] + pos; csize[r] = cb; dst[r] = out0[c] + j * bs + s * neblock; dsize[r] = neblock;
-            r++;
-            pos += cb;
-        }
-    }
-    return 0;
-}
-
-// block b of the decoded (shuffled) bytes into out; mode 1 byte shuffle, 2 bit shuffle, 0 none
-__device__ void unshuffle_item(i64 b, i64 t, i64 nt, const u8* in, u8* out, const i64* start, const i64* bsize,
-                               const int* tsz, const int* mode) {
-    i64 s = start[b], m = bsize[b];
-    int ts = tsz[b], md = mode[b];
-    i64 n = m / ts;
-    for (i64 k = t; k < m; k += nt) {
-        u8 v;
-        if (md == 1 && k < n * ts) {
-            v = in[s + (k % ts) * n + k / ts];
-        } else if (md == 2 && n % 8 == 0) {
-            i64 i = k / ts, jb = k % ts;
-            v = 0;
-            for (int q = 0; q < 8; q++) {
-                i64 idx = (jb * 8 + q) * n + i;
-                v |= (u8)(((in[s + idx / 8] >> (idx % 8)) & 1) << q);
-            }
-        } else {
-            v = in[s + k];
-        }
-        out[s + k] = v;
-    }
-}
-
-extern "C" __global__ void streams(const u8* buf, const i64* offsets, const i64* sizes, const i64* row0,
-                                   const i64* out0, i64* src, i64* csize, i64* dst, i64* dsize, int* status, i64 n) {
-    i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c < n) status[c] = streams_item(c, buf, offsets, sizes, row0, out0, src, csize, dst, dsize);
-}
-
-extern "C" __global__ void unshuffle(const u8* in, u8* out, const i64* start, const i64* bsize, const int* tsz,
-                                     const int* mode) {
-    unshuffle_item(blockIdx.x, threadIdx.x, blockDim.x, in, out, start, bsize, tsz, mode);
-}
-"""
+CUDA = resources.files(__package__) / "cuda"  # the CUDA sources
+_INCLUDE = re.compile(r'^#include "([^"]+)"[^\n]*$', re.MULTILINE)
 
 
-CRC32C_SOURCE = r"""
-typedef unsigned char u8;
-typedef long long i64;
-typedef unsigned int u32;
+def source(name: str, folder: Traversable = CUDA) -> str:
+    """The text of ``<folder>/<name>`` (``cuda/<name>``) with each ``#include "file"`` replaced by the
+    text of that file beside it, itself expanded: the code NVRTC compiles."""
+    text = (folder / name).read_text()
 
-#define CRC32C_POLY 0x82F63B78u
+    def inline(m: re.Match[str]) -> str:
+        after = text.count("\n", 0, m.end()) + 2  # the line after the include, counted from 1
+        body = source(m[1], folder).rstrip("\n")
+        return f'#line 1 "{m[1]}"\n{body}\n#line {after} "{name}"'
 
-// the standard crc32c (initial and final inversion) of n bytes, a byte at a time
-__device__ u32 crc_segment(const u8* d, i64 n, const u32* table) {
-    u32 c = 0xFFFFFFFFu;
-    for (i64 i = 0; i < n; i++) c = table[(c ^ d[i]) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
-}
+    return _INCLUDE.sub(inline, text)
 
-// a * b modulo the polynomial, reflected (zlib's multmodp)
-__device__ u32 multmodp(u32 a, u32 b) {
-    u32 m = 1u << 31, p = 0;
-    for (;;) {
-        if (a & m) {
-            p ^= b;
-            if ((a & (m - 1)) == 0) break;
-        }
-        m >>= 1;
-        b = b & 1 ? (b >> 1) ^ CRC32C_POLY : b >> 1;
-    }
-    return p;
-}
 
-// crc32c(A || B) from crc32c(A), crc32c(B) and len(B)  (zlib's crc32_combine)
-__device__ u32 crc_combine(u32 crc1, u32 crc2, i64 len2) {
-    u32 x2n = 1u << 30, p = 1u << 31;  // x^1, and x^0
-    for (int i = 0; i < 3; i++) x2n = multmodp(x2n, x2n);  // x^8: one byte
-    for (; len2; len2 >>= 1) {
-        if (len2 & 1) p = multmodp(x2n, p);
-        x2n = multmodp(x2n, x2n);
-    }
-    return multmodp(p, crc1) ^ crc2;
-}
+@functools.cache
+def module(name: str) -> cp.RawModule:
+    """The compiled module of ``cuda/<name>`` (compiled at its first launch, then cached by cupy)."""
+    import cupy as cp
 
-__device__ void crc_table(u32* table, i64 t, i64 nt) {
-    for (i64 i = t; i < 256; i += nt) {
-        u32 c = (u32)i;
-        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ CRC32C_POLY : c >> 1;
-        table[i] = c;
-    }
-}
+    return cp.RawModule(code=source(name))
 
-// one chunk per CUDA block: each thread takes a segment, thread 0 combines; 1 where the crc32c of
-// the chunk's first n - 4 bytes differs from its last 4 (little-endian)
-extern "C" __global__ void crc32c_check(const u8* buf, const i64* offsets, const i64* sizes, int* mismatch) {
-    __shared__ u32 table[256];
-    __shared__ u32 crcs[256];
-    __shared__ i64 lens[256];
-    i64 c = blockIdx.x, t = threadIdx.x, nt = blockDim.x;
-    crc_table(table, t, nt);
-    __syncthreads();
-    const u8* d = buf + offsets[c];
-    i64 n = sizes[c] - 4, per = (n + nt - 1) / nt, lo = t * per < n ? t * per : n, hi = lo + per < n ? lo + per : n;
-    crcs[t] = crc_segment(d + lo, hi - lo, table);
-    lens[t] = hi - lo;
-    __syncthreads();
-    if (t == 0) {
-        u32 crc = crcs[0];
-        for (i64 k = 1; k < nt; k++) crc = crc_combine(crc, crcs[k], lens[k]);
-        u32 stored = d[n] | (d[n + 1] << 8) | (d[n + 2] << 16) | ((u32)d[n + 3] << 24);
-        mismatch[c] = crc != stored;
-    }
-}
-"""
 
-COPY_SOURCE = r"""
-typedef unsigned char u8;
-typedef long long i64;
-
-// range k: size[k] bytes from buf + src[k] to out + dst[k], by threads t, t + nt, ...
-__device__ void copy_item(i64 k, i64 t, i64 nt, const u8* buf, const i64* src, const i64* dst, const i64* size, u8* out) {
-    for (i64 b = t; b < size[k]; b += nt) out[dst[k] + b] = buf[src[k] + b];
-}
-
-extern "C" __global__ void copy_ranges(const u8* buf, const i64* src, const i64* dst, const i64* size, u8* out) {
-    copy_item(blockIdx.x, threadIdx.x, blockDim.x, buf, src, dst, size, out);
-}
-"""
+@functools.cache
+def function(name: str, kernel: str) -> cp.RawKernel:
+    """The ``extern "C"`` kernel ``kernel`` of ``cuda/<name>``."""
+    return module(name).get_function(kernel)

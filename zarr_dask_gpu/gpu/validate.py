@@ -8,13 +8,11 @@ decoded size the metadata's. With ``zstd-decoder: nvcomp`` (trusted data) a thre
 walks its frame and block headers and stated sizes, which does not prove the frame sound.
 """
 
-import functools
-
 import cupy as cp
 import numpy as np
 
 from ..codecs import compressions
-from .kernels import CRC32C_SOURCE, VALIDATE_SOURCE
+from . import kernels
 
 REASONS = {
     1: "truncated or empty",
@@ -24,12 +22,11 @@ REASONS = {
 }
 
 
-_LZ4_THREADS = 128  # 32 x LZ4_WARPS of the kernel source
+_LZ4_THREADS = 128  # 32 x LZ4_WARPS of cuda/validate.cu
 
 
-@functools.cache
 def _kernel(name: str) -> cp.RawKernel:
-    return cp.RawKernel(VALIDATE_SOURCE, name)
+    return kernels.function("validate.cu", name)
 
 
 def check_batch(
@@ -46,7 +43,7 @@ def check_batch(
     expected_all = np.broadcast_to(np.asarray(expected, dtype=np.int64), (n,))
     status = cp.empty(n, dtype=np.int32)
     claimed = cp.empty(n, dtype=np.int64)
-    lz4 = compression.startswith("lz4")  # a warp per stream: see lz4_block_warp in kernels.py
+    lz4 = compression.startswith("lz4")  # a warp per stream: see lz4_block_warp in cuda/validate.cu
     threads, items = (_LZ4_THREADS, 32 * n) if lz4 else (128, n)
     _kernel("validate_lz4" if lz4 else "validate")(
         ((items + threads - 1) // threads,),
@@ -76,9 +73,8 @@ def check_batch(
     ]
 
 
-@functools.cache
 def _crc_kernel() -> cp.RawKernel:
-    return cp.RawKernel(CRC32C_SOURCE, "crc32c_check")
+    return kernels.function("crc32c.cu", "crc32c_check")
 
 
 def crc32c_mismatches(buffer: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> np.ndarray:

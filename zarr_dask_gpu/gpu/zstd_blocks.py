@@ -1,15 +1,14 @@
-"""Batched zstd decoding by zstd block (``zstd.cu``): the frames' blocks decode at once, not one after
+"""Batched zstd decoding by zstd block (``cuda/zstd.cu``): the frames' blocks decode at once, not one after
 another in one thread block per frame as in nvCOMP, and every read and write stays inside the buffers
 the frame walk checked. Chunks the kernels refuse or do not take go to ``fallback`` (libzstd on the
 host)."""
 
-import functools
 from collections.abc import Callable
-from importlib import resources
 
 import cupy as cp
 import numpy as np
 
+from . import kernels
 from .sync import wait
 
 _RECORD = 176  # sizeof(zblock)
@@ -29,9 +28,8 @@ _STEP = 256  # ZS_STEP: the copier's threads, one a sequence of a step
 _XXH_THREADS = 128  # ZS_XXH_THREADS: four a frame
 
 
-@functools.cache
 def _module() -> cp.RawModule:
-    return cp.RawModule(code=(resources.files(__package__) / "zstd.cu").read_text())
+    return kernels.module("zstd.cu")
 
 
 def _launch(name: str, grid: int, *args: object, threads: int = _THREADS) -> None:

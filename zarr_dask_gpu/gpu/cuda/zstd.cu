@@ -16,17 +16,12 @@
 // The same source compiles as C on the host (tests/test_zstd_c.py), where each kernel's items run one
 // after another and the copier's steps are played sequentially.
 
-typedef unsigned char u8;
-typedef unsigned short u16;
-typedef unsigned int u32;
-typedef long long i64;
-typedef unsigned long long u64;
+#include "common.cuh"
 
 #ifdef __CUDACC__
 #define ZD __device__ __forceinline__
 #else
 #define ZD static
-#define __constant__
 #endif
 
 #define ZS_OK 0
