@@ -34,8 +34,10 @@ PLACED = Slot.PLACED
 class Backend(Protocol):
     """Reads and decodes the chunks of a block into arrays that live where the backend says."""
 
-    xp: Any
-    """The array module of the backend's blocks (numpy or cupy)."""
+    @property
+    def xp(self) -> Any:
+        """The array module of the backend's blocks (numpy or cupy)."""
+        ...
 
     def context(self) -> contextlib.AbstractContextManager[None]:
         """Held while a task decodes and assembles (the GPU backend's CUDA stream)."""

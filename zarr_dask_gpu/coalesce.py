@@ -90,14 +90,14 @@ class Coalescer[T, R]:
 
     def _lead(self, key: Hashable, batch: list[_Entry[T, R]]) -> None:
         """Run ``batch`` in one call, outside the lock, and hand each entry its result."""
+        results: list[R | None]
+        failed: BaseException | None = None
         try:
             results = list(self._run(key, [e.item for e in batch]))
             if len(results) != len(batch):
                 raise RuntimeError(f"a joined call gave {len(results)} results for {len(batch)} items")
         except BaseException as err:  # every submitter of the call raises it
             results, failed = [None] * len(batch), err
-        else:
-            failed = None
         with self._cv:
             for e, r in zip(batch, results, strict=True):
                 e.result, e.error, e.done = r, failed, True

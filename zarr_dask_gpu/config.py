@@ -1,94 +1,164 @@
-"""Configuration defaults, under dask.config's ``zarr_dask_gpu`` namespace.
+"""Configuration, under dask.config's ``zarr_dask_gpu`` namespace: one row per setting.
 
 Each key can be set with ``dask.config.set({"zarr_dask_gpu.<key>": value})`` or the environment
-variable ``DASK_ZARR_DASK_GPU__<KEY>`` (dask's convention).
+variable ``DASK_ZARR_DASK_GPU__<KEY>`` (dask's convention). The package reads a setting through the
+accessor of its kind (``nbytes``, ``seconds``, their ``maybe_`` forms for settings that may be None,
+``integer``, ``flag``, ``choice``, ``keys``), which parses it
+and names the key when its value is not of that kind. What each setting does, with measurements,
+is in docs/configuration.md.
 """
 
 import os
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import dask.config
-from dask.utils import parse_bytes
+from dask.utils import parse_bytes, parse_timedelta
 
-DEFAULTS: dict[str, Any] = {
-    # target size of one dask block when chunks=None ("auto"): many zarr chunks per task; None: 1 GiB
-    # on the GPU (more chunks in each decode call, fewer tasks' fixed costs), 256 MiB on the CPU
-    "block-size": None,
-    # on the GPU, default blocks are made smaller (down to 32 MiB) until an array has this many, so
-    # that reads and decodes of several tasks overlap (a 1 GiB array: 4 blocks of 256 MiB)
-    "gpu-min-blocks": 4,
-    # raise MissingChunkError instead of filling absent chunks with the fill value
-    "strict": False,
-    # threads a task uses for host preads (CPU mode, and the GPU path's small files: native threads,
-    # at least four files each) and for CPU decode; 0 means os.cpu_count()
-    "cpu-threads": 0,
-    # kvikio IO threads per process on the GPU path; 0 means os.cpu_count()
-    "kvikio-threads": 0,
-    # decoded bytes per nvCOMP call (None: a task's whole batch in one call); nvCOMP's zstd scratch is
-    # about 1.5x the bytes a call decodes, so this bounds a task's device memory at some cost in speed
-    "decode-call-bytes": None,
-    # on the GPU path, a task's local reads smaller than this on average (after merging ranges) are
-    # POSIX preads into pinned host memory and one copy, not kvikio device preads; 0 turns it off
-    "host-read-below": "1MiB",
-    # where a GPU task's compressed chunks are staged for the kernels: "device" memory, or pinned
-    # "host" memory the kernels read over the bus (a task's device memory is then block + scratch)
-    "staging": "device",
-    # the nvCOMP calls of a device's tasks decoding at once are joined into one call, made once every
-    # task then decoding has read and checked its chunks: nvCOMP decodes a chunk per thread block, so
-    # one call of many tasks' chunks ends sooner than as many concurrent calls
-    "coalesce-decodes": True,
-    # ... and a joined call is made once this many tasks' calls are ready (0: once every task then
-    # decoding is), so that a worker streaming many tasks decodes some while the next ones read: as
-    # many as read at once (read-slots). H200, 17 GB array, one GPU: 22.25 against 18.30 GB/s with 4
-    # (256 MiB blocks); with 1 GiB blocks, 2 with read-slots 2 (docs/performance.md)
-    "coalesce-tasks": 2,
-    # ... and a task's call waits at most this long for the others' (None: no bound): on a cold disk
-    # its partner may read 65-113 ms longer, and their late joined call (A: 256 chunks, 70 ms) ends
-    # later than the partner's own (128 chunks, 52 ms); warm, the two finish their reads together
-    "coalesce-wait": "10ms",
-    # how the GPU path decodes zstd: "blocks" (this package's kernels: bounded on damaged frames, a
-    # frame's zstd blocks decoded at once, content checksums verified) or "nvcomp" (nvCOMP's decoder,
-    # a frame per thread block; it reads out of bounds on some damaged frames: trusted data only)
-    "zstd-decoder": "blocks",
-    # tasks of a process reading at once on the GPU path (0: all): fewer finish their reads sooner
-    # and decode while the others read; with four 1 GiB tasks, two pairs: A 26.7 GB/s and cold reads
-    # at 1.00 of the raw rate x ratio, against 23.9 and 0.88 with 4 (H200, docs/performance.md)
-    "read-slots": 2,
-    # how the GPU path reads remote chunks: "auto" (kvikio.RemoteFile for HTTP(S) and S3 where this
-    # kvikio has remote support, else fsspec), "kvikio" or "fsspec" (host requests, one copy)
-    "remote-io": "auto",
-    # transient IO errors (EIO, EAGAIN, a short read) are retried this often, backing off from the delay
-    "io-retries": 3,
-    "io-retry-delay": 0.05,
-    # verify checksums on the GPU: the v3 crc32c codec's and zstd frames' content checksums (XXH64);
-    # zarr-python always verifies both on the CPU
-    "verify-checksums": True,
-    # ranges of one file (inner chunks of a shard) closer than this are read in one pread ...
-    "coalesce-gap": "1MiB",
-    # ... of at most this many bytes
-    "coalesce-limit": "256MiB",
-    # test-only: chunk keys ("c/1/2", or "<array path>/c/1/2") whose decode faults, a real sticky CUDA
-    # fault on the GPU and a simulated one on the CPU, to exercise the containment (containment.py)
-    "testing-fault-keys": None,
+Kind = Literal["bytes", "duration", "int", "bool", "choice", "keys"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its default, its kind, whether None is allowed (it then means what ``doc``
+    says), the values a choice takes, and what it does in one line."""
+
+    default: Any
+    kind: Kind
+    doc: str
+    optional: bool = False
+    choices: tuple[str, ...] = ()
+
+
+SETTINGS: dict[str, Setting] = {
+    "block-size": Setting(
+        None,
+        "bytes",
+        "target size of a default dask block (None: 1 GiB on the GPU, 256 MiB on the CPU)",
+        True,
+    ),
+    "gpu-min-blocks": Setting(
+        4, "int", "on the GPU, default blocks shrink (to 32 MiB) until an array has this many"
+    ),
+    "strict": Setting(False, "bool", "raise MissingChunkError instead of filling absent chunks"),
+    "cpu-threads": Setting(0, "int", "threads for host preads and CPU decode (0: one per core)"),
+    "kvikio-threads": Setting(0, "int", "kvikio IO threads per process on the GPU path (0: one per core)"),
+    "decode-call-bytes": Setting(
+        None, "bytes", "decoded bytes per decode call (None: a task's batch in one call)", True
+    ),
+    "host-read-below": Setting(
+        "1MiB", "bytes", "GPU path: reads smaller on average go through pinned host memory (0: off)"
+    ),
+    "staging": Setting(
+        "device", "choice", "where a GPU task's compressed chunks wait", choices=("device", "host")
+    ),
+    "coalesce-decodes": Setting(True, "bool", "join the decode calls of a device's tasks decoding at once"),
+    "coalesce-tasks": Setting(2, "int", "make a joined call once this many tasks' calls are ready (0: all)"),
+    "coalesce-wait": Setting(
+        "10ms", "duration", "the longest a call waits for the others' (None: no bound)", True
+    ),
+    "zstd-decoder": Setting(
+        "blocks",
+        "choice",
+        "zstd on the GPU: this package's kernels, or nvCOMP (trusted data only)",
+        choices=("blocks", "nvcomp"),
+    ),
+    "read-slots": Setting(2, "int", "tasks of a process reading at once on the GPU path (0: all)"),
+    "remote-io": Setting(
+        "auto", "choice", "how the GPU path reads remote chunks", choices=("auto", "kvikio", "fsspec")
+    ),
+    "io-retries": Setting(3, "int", "retries of a transient IO error"),
+    "io-retry-delay": Setting(0.05, "duration", "the first retry's delay, doubled after each"),
+    "verify-checksums": Setting(True, "bool", "verify crc32c and zstd content checksums on the GPU"),
+    "coalesce-gap": Setting("1MiB", "bytes", "ranges of one file closer than this are read in one pread"),
+    "coalesce-limit": Setting("256MiB", "bytes", "the largest such pread"),
+    "testing-fault-keys": Setting(
+        None, "keys", "test-only: chunk keys whose decode faults (containment.py)", True
+    ),
 }
+
+DEFAULTS: dict[str, Any] = {key: s.default for key, s in SETTINGS.items()}
 
 dask.config.update_defaults({"zarr_dask_gpu": DEFAULTS})
 
 
 def get(key: str) -> Any:
-    """Return the configured value of ``zarr_dask_gpu.<key>``."""
+    """Return the configured value of ``zarr_dask_gpu.<key>`` as it was set."""
     return dask.config.get(f"zarr_dask_gpu.{key}")
 
 
-def choice(key: str, allowed: tuple[str, ...]) -> str:
-    """The configured value of ``zarr_dask_gpu.<key>``, one of ``allowed``.
+def _value(key: str, kind: Kind) -> Any:
+    setting = SETTINGS[key]
+    assert setting.kind == kind, f"{key} is a {setting.kind} setting"
+    value = get(key)
+    if value is None and not setting.optional:
+        raise ValueError(f"zarr_dask_gpu.{key} is None; it takes a {kind} value")
+    return value
+
+
+def _invalid(key: str, value: Any, what: str, e: Exception) -> ValueError:
+    return ValueError(f"zarr_dask_gpu.{key} is {value!r}, not {what}: {e}")
+
+
+def maybe_nbytes(key: str) -> int | None:
+    """A size setting in bytes (``"1MiB"`` or an int), or None where the setting allows it."""
+    value = _value(key, "bytes")
+    try:
+        return None if value is None else int(parse_bytes(value))
+    except (ValueError, TypeError) as e:
+        raise _invalid(key, value, "a size", e) from e
+
+
+def nbytes(key: str) -> int:
+    """A size setting in bytes that is always set."""
+    assert not SETTINGS[key].optional, f"{key} may be None: maybe_nbytes"
+    return maybe_nbytes(key) or 0  # not None: _value raised
+
+
+def maybe_seconds(key: str) -> float | None:
+    """A duration setting in seconds (``"10ms"`` or a number), or None where the setting allows it."""
+    value = _value(key, "duration")
+    try:
+        return None if value is None else float(parse_timedelta(value))
+    except (ValueError, TypeError, KeyError) as e:
+        raise _invalid(key, value, "a duration", e) from e
+
+
+def seconds(key: str) -> float:
+    """A duration setting in seconds that is always set."""
+    assert not SETTINGS[key].optional, f"{key} may be None: maybe_seconds"
+    return maybe_seconds(key) or 0.0  # not None: _value raised
+
+
+def integer(key: str) -> int:
+    """An integer setting."""
+    value = _value(key, "int")
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"zarr_dask_gpu.{key} is {value!r}, not an integer")
+    try:
+        return int(value)
+    except ValueError as e:
+        raise _invalid(key, value, "an integer", e) from e
+
+
+def flag(key: str) -> bool:
+    """A boolean setting."""
+    value = _value(key, "bool")
+    if not isinstance(value, bool):
+        raise ValueError(f"zarr_dask_gpu.{key} is {value!r}, not True or False")
+    return value
+
+
+def choice(key: str, allowed: tuple[str, ...] | None = None) -> str:
+    """The configured value of ``zarr_dask_gpu.<key>``, one of its setting's choices (or ``allowed``).
 
     Raises
     ------
     ValueError
-        The value is none of ``allowed`` (a misspelt mode would otherwise pass for the default).
+        The value is none of them (a misspelt mode would otherwise pass for the default).
     """
-    value = get(key)
+    allowed = allowed or SETTINGS[key].choices
+    value = _value(key, "choice")
     if value not in allowed:
         raise ValueError(
             f"zarr_dask_gpu.{key} is {value!r}; it must be one of {', '.join(map(repr, allowed))}"
@@ -96,13 +166,18 @@ def choice(key: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
+def keys(key: str) -> list[str]:
+    """A setting of chunk keys: a list, or one key; empty when unset."""
+    value = _value(key, "keys")
+    return [] if value is None else [value] if isinstance(value, str) else [str(k) for k in value]
+
+
 def cpu_threads() -> int:
     """``cpu-threads``, or the machine's cores."""
-    return get("cpu-threads") or os.cpu_count() or 1
+    return integer("cpu-threads") or os.cpu_count() or 1
 
 
 def block_size(device: str) -> int:
-    """``block-size`` in bytes; unset, 1 GiB on the GPU (H200, dataset A: 25.3 against 22.1 GB/s
-    with 256 MiB, docs/performance.md) and 256 MiB on the CPU."""
-    size = get("block-size")
-    return parse_bytes(size) if size is not None else (1 << 30 if device == "gpu" else 256 << 20)
+    """``block-size`` in bytes; unset, 1 GiB on the GPU and 256 MiB on the CPU (docs/configuration.md)."""
+    size = maybe_nbytes("block-size")
+    return size if size is not None else (1 << 30 if device == "gpu" else 256 << 20)

@@ -144,10 +144,9 @@ def _wait(store: str, keys: tuple[str, ...]) -> DeviceFaultError:
 def injected(parts: Iterable[tuple[Any, ...]]) -> bool:
     """Test-only: a chunk of the batch ``(info, pieces, ...)`` is named in ``testing-fault-keys``
     (its key, or ``<array path>/<key>``). Unset, this costs one configuration lookup."""
-    wanted = config.get("testing-fault-keys")
+    wanted = set(config.keys("testing-fault-keys"))
     if not wanted:
         return False
-    wanted = {wanted} if isinstance(wanted, str) else set(wanted)
     return any(
         key in wanted or f"{info.location}/{key}" in wanted
         for info, pieces, *_ in parts

@@ -46,7 +46,7 @@ def default_block_size(info: ArrayInfo, device: Device) -> int:
     if device == "cpu":
         size = min(size, max(nbytes // (4 * config.cpu_threads()), 1))
     else:
-        size = min(size, max(nbytes // max(int(config.get("gpu-min-blocks")), 1), _GPU_MIN_BLOCK))
+        size = min(size, max(nbytes // max(config.integer("gpu-min-blocks"), 1), _GPU_MIN_BLOCK))
     return size
 
 
@@ -122,7 +122,7 @@ def from_zarr_gpu(
     if dev == "gpu" and info.dtype.kind in "mM":  # cupy has no datetime64: the int64 bits, as .view("i8")
         bits = np.asarray(info.fill_value).view(np.int64)[()]
         info = dataclasses.replace(info, dtype=np.dtype(np.int64), fill_value=int(bits))
-    strict = bool(config.get("strict")) if strict is None else strict
+    strict = config.flag("strict") if strict is None else strict
     blocks = block_chunks(chunks, info.shape, info.grid, info.dtype, default_block_size(info, dev))
     if dev == "gpu" and info.chain.gpu is None and info.location not in _warned:
         _warned.add(info.location)

@@ -77,14 +77,11 @@ def block_chunks(
     ``None`` means blocks of about ``default_size`` bytes. "auto", byte sizes and ``None`` give
     blocks that are whole multiples of the stored chunks, never smaller than one.
     """
-    limit = None
-    if chunks is None:
-        chunks, limit = "auto", parse_bytes(default_size)
-    elif isinstance(chunks, str) and chunks != "auto":
-        chunks, limit = "auto", parse_bytes(chunks)
-    elif chunks == "auto":
+    if chunks is None or chunks == "auto":
         limit = parse_bytes(default_size)
-    if chunks != "auto":
+    elif isinstance(chunks, str):
+        limit = parse_bytes(chunks)
+    else:
         return normalize_chunks(chunks, shape, dtype=dtype)
     return _aligned_blocks(shape, stored, dtype.itemsize, limit)
 

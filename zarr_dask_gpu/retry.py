@@ -14,7 +14,7 @@ def retrying[T](what: str, fn: Callable[[], T], failed: OSError | None = None) -
     tries each once without reading the settings). A file that does not exist is not transient: it
     is a missing chunk, found by ``locate``.
     """
-    retries, delay = int(config.get("io-retries")), float(config.get("io-retry-delay"))
+    retries, delay = config.integer("io-retries"), config.seconds("io-retry-delay")
     attempt, error = (1, failed) if failed is not None else (0, None)
     while True:
         if error is not None:

@@ -1,7 +1,7 @@
 """Sample zarr stores for the demo and the benchmark: float32, a realistic compression ratio (~3)."""
 
 import os
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import zarr
@@ -15,7 +15,7 @@ def write_sample(
     chunk_bytes: int = 8 << 20,
     *,
     shard_bytes: int | None = None,
-    zarr_format: int = 3,
+    zarr_format: Literal[2, 3] = 3,
     compressors: Any = "auto",
 ) -> zarr.Array:
     """Write (or reuse, if it already matches) a 2-d float32 array of about ``nbytes``.

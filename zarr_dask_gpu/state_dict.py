@@ -12,12 +12,13 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import dask
 import numpy as np
 import zarr
 from dask.array.core import normalize_chunks
+from zarr.codecs import ZstdCodec
 
 from . import config
 from .errors import ZarrGpuError
@@ -26,7 +27,10 @@ from .metadata import open_array_info
 from .task import read_regions, region_of, select
 from .tensors import as_tensor
 
-torch = require("torch", "zarr_dask_gpu.state_dict")
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = require("torch", "zarr_dask_gpu.state_dict")
 
 _KIND = "torch state dict"
 # torch dtypes without a numpy dtype, stored as raw bits of the same size
@@ -88,7 +92,7 @@ def save_state_dict(
     overwrite
         Replace an existing group; otherwise an existing path raises.
     """
-    codecs = zarr.codecs.ZstdCodec(level=3) if compressors == "zstd" else compressors
+    codecs = ZstdCodec(level=3) if compressors == "zstd" else compressors
     root = zarr.open_group(os.fspath(path), mode="w" if overwrite else "w-", zarr_format=3)
     root.attrs["zarr_dask_gpu"] = {"kind": _KIND, "tensors": list(state_dict)}
     for name, tensor in state_dict.items():
@@ -106,7 +110,7 @@ def save_state_dict(
         a[...] = host
 
 
-Devices = str | torch.device | Sequence[str | torch.device] | Mapping[str, str | torch.device]
+type Devices = str | torch.device | Sequence[str | torch.device] | Mapping[str, str | torch.device]
 
 
 def load_state_dict(
@@ -141,10 +145,10 @@ def load_state_dict(
     """
     root = zarr.open_group(os.fspath(path), mode="r")
     meta = root.attrs.get("zarr_dask_gpu", {})
-    if meta.get("kind") != _KIND:
+    if not isinstance(meta, dict) or meta.get("kind") != _KIND:
         raise StateDictMismatchError(f"{path} is not a state dict written by save_state_dict")
-    arrays = {name: root[name] for name in meta["tensors"]}
-    dtypes = {name: getattr(torch, a.attrs["torch_dtype"]) for name, a in arrays.items()}
+    arrays = {str(name): cast(zarr.Array, root[str(name)]) for name in meta["tensors"]}
+    dtypes = {name: getattr(torch, str(a.attrs["torch_dtype"])) for name, a in arrays.items()}
     unknown = set(slices or ()) - set(arrays)
     if unknown:
         raise StateDictMismatchError(f"slices name tensors not in {path}: {sorted(unknown)}")

@@ -14,7 +14,6 @@ import fsspec
 import google_crc32c
 import numpy as np
 from dask.base import tokenize
-from dask.utils import parse_bytes
 
 from . import _preads, config
 from .errors import ChunkDecodeError
@@ -177,8 +176,8 @@ def coalesce(ranges: Sequence[Range | None], gap: int | None = None, limit: int 
     """Merge ranges of the same file whose gap is at most ``gap`` bytes into reads of at most ``limit``
     bytes (a single range larger than ``limit`` is read alone). Defaults: ``zarr_dask_gpu.coalesce-gap``
     and ``coalesce-limit``."""
-    gap = parse_bytes(config.get("coalesce-gap")) if gap is None else gap
-    limit = parse_bytes(config.get("coalesce-limit")) if limit is None else limit
+    gap = config.nbytes("coalesce-gap") if gap is None else gap
+    limit = config.nbytes("coalesce-limit") if limit is None else limit
     items = sorted((r.path, r.offset, r.size, i) for i, r in enumerate(ranges) if r is not None)
     reads: list[Read] = []
     k = 0

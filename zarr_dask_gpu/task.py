@@ -88,7 +88,9 @@ def _assemble(info: ArrayInfo, pieces: list, chunks: list, out: Any, strict: boo
 def region_of(index: Any, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tuple]:
     """Split an index (any dask accepts: slices, integers, integer or boolean arrays, Ellipsis) into
     the box it touches and the selection to apply inside that box."""
-    start, stop, post = [], [], []
+    start: list[int] = []
+    stop: list[int] = []
+    post: list[Any] = []  # slices, ints and index arrays of the region's selection
     for ix, n in zip(normalize_index(index, shape), shape, strict=True):
         if isinstance(ix, slice):
             r = range(*ix.indices(n))

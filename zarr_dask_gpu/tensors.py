@@ -7,14 +7,17 @@ import os
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .extras import require
 from .graph import from_zarr_gpu
 
-torch = require("torch", "zarr_dask_gpu.tensors")
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = require("torch", "zarr_dask_gpu.tensors")
 
 
 def as_tensor(block: Any) -> torch.Tensor:

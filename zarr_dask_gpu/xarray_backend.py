@@ -11,7 +11,7 @@ imports on machines without cupy, kvikio or nvCOMP.
 import functools
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
@@ -51,7 +51,7 @@ def _blocks(chunks: Any, dims: tuple[str, ...], array: Any, device: Device) -> A
 
 
 def _coordinate_names(variables: Mapping[str, xr.Variable]) -> set[str]:
-    names = {d for v in variables.values() for d in v.dims}
+    names = {str(d) for v in variables.values() for d in v.dims}
     for v in variables.values():
         names.update(str(v.attrs.get("coordinates", "")).split())
     return names
@@ -70,7 +70,7 @@ def open_dataset(
     decode_timedelta: bool | None = None,
     use_cftime: bool | None = None,
     concat_characters: bool = True,
-    decode_coords: bool | str = True,
+    decode_coords: bool | Literal["coordinates", "all"] = True,
     decode_cf: bool = True,
     strict: bool | None = None,
     storage_options: dict[str, Any] | None = None,
@@ -130,9 +130,9 @@ def open_dataset(
             data = xarray_cf.placeholder(data)
         out[name] = xr.Variable(var.dims, data, var.attrs, encoding)
     attrs = zstore.get_attrs()
-    coord_names: set[str] = set()
+    coord_names: set[Any] = set()
     if decode_cf:
-        out, attrs, coord_names = xr.conventions.decode_cf_variables(
+        decoded, attrs, coord_names = xr.conventions.decode_cf_variables(
             out,
             attrs,
             concat_characters=concat_characters,
@@ -142,6 +142,7 @@ def open_dataset(
             use_cftime=use_cftime,
             decode_timedelta=decode_timedelta,
         )
+        out = {str(k): v for k, v in decoded.items()}
     out = {k: _device_variable(v, sources.get(k)) for k, v in out.items()}  # _data: still lazy
     ds = xr.Dataset(out, attrs=attrs).set_coords([c for c in coord_names if c in out])
     ds.set_close(zstore.close)
@@ -197,7 +198,11 @@ class DeviceVariable(xr.Variable):
 
     def _fresh(self) -> bool:
         """Its data is still the read it was built as (not loaded, assigned to or replaced)."""
-        return self._source is not None and is_dask_collection(self._data) and self._data.name == self._name
+        return (
+            self._source is not None
+            and is_dask_collection(self._data)
+            and getattr(self._data, "name", None) == self._name
+        )
 
     @property  # type: ignore[override]
     def data(self) -> Any:
@@ -223,12 +228,17 @@ class DeviceVariable(xr.Variable):
         new._decoded, new._source, new._name = self._decoded, self._source, self._name
         return new
 
+    @property
+    def _chunks(self) -> tuple[tuple[int, ...], ...]:
+        """The blocks of its dask array (asked only while ``_fresh``)."""
+        return self._data.chunks  # type: ignore[union-attr]
+
     def _dask_auto_cuts(self, blocks: tuple[Any, ...]) -> bool:
         """``blocks`` are xarray's ``chunks="auto"``: dask's auto sizes grown from the preferred
         blocks, smaller than them (where the preferred blocks pass dask's ``array.chunk-size``, dask
         shrinks every axis alike and cuts the stored chunks); ``"auto"`` then reads the engine's
         blocks, as it does in ``from_zarr_gpu``."""
-        preferred = self._data.chunks
+        preferred = self._chunks
         first = tuple(c[0] for c in preferred)
         auto = normalize_chunks(("auto",) * self.ndim, self.shape, dtype=self.dtype, previous_chunks=first)
         return tuple(blocks) == auto and any(a[0] < p[0] for a, p in zip(auto, preferred, strict=True))
@@ -249,11 +259,11 @@ class DeviceVariable(xr.Variable):
             plain = xr.Variable(self.dims, self._data, self._attrs, self._encoding)
             return plain.chunk(chunks, name, lock, inline_array, chunked_array_type, from_array_kwargs)
         blocks = []
-        for axis, (dim, current) in enumerate(zip(self.dims, self._data.chunks, strict=True)):
+        for axis, (dim, current) in enumerate(zip(self.dims, self._chunks, strict=True)):
             want = chunks.get(dim, chunks.get(axis))
             blocks.append(current if want is None else want)
         if self._dask_auto_cuts(tuple(blocks)):
-            blocks = list(self._data.chunks)
+            blocks = list(self._chunks)
         base = self._source(tuple(blocks))  # type: ignore[misc]
         return xr.Variable(self.dims, xarray_cf.rebuild(self._decoded, base), self._attrs, self._encoding)
 

@@ -92,26 +92,34 @@ def classify(metadata: ArrayV2Metadata | ArrayV3Metadata) -> ChainPlan:
     """
     if isinstance(metadata, ArrayV3Metadata):
         layout = shard_layout(metadata)
-        docs = [c.to_dict() for c in metadata.codecs]
+        docs = [_doc(c) for c in metadata.codecs]
         if layout is not None:
-            docs = [c if isinstance(c, dict) else c.to_dict() for c in docs[0]["configuration"]["codecs"]]
+            docs = [_doc(c) for c in docs[0]["configuration"]["codecs"]]
         return _classify_v3(docs, len(metadata.shape))
     return _classify_v2(metadata)
 
 
 def shard_layout(metadata: ArrayV3Metadata) -> ShardLayout | None:
     """The sharding layout when the array is sharded with an index this package reads, else None."""
-    docs = [c.to_dict() for c in metadata.codecs]
+    docs = [_doc(c) for c in metadata.codecs]
     if len(docs) != 1 or docs[0]["name"] != "sharding_indexed":
         return None
     conf = docs[0]["configuration"]
-    index = [c if isinstance(c, dict) else c.to_dict() for c in conf["index_codecs"]]
+    index = [_doc(c) for c in conf["index_codecs"]]
     names = [c["name"] for c in index]
     little = (index[0].get("configuration") or {}).get("endian", "little") == "little"
     if names not in (["bytes"], ["bytes", "crc32c"]) or not little:
         return None
     location = str(getattr(conf.get("index_location", "end"), "value", conf.get("index_location", "end")))
-    return ShardLayout(tuple(metadata.chunk_grid.chunk_shape), location == "start", names[-1] == "crc32c")
+    shape = getattr(metadata.chunk_grid, "chunk_shape", None)  # the shard shape, on a regular grid
+    if shape is None:
+        return None
+    return ShardLayout(tuple(int(n) for n in shape), location == "start", names[-1] == "crc32c")
+
+
+def _doc(codec: Any) -> dict[str, Any]:
+    """A codec's metadata document (codecs nested in a sharding codec's may be documents already)."""
+    return codec if isinstance(codec, dict) else dict(codec.to_dict())
 
 
 def _classify_v3(docs: list[dict], ndim: int) -> ChainPlan:
@@ -173,7 +181,7 @@ def _classify_v2(metadata: ArrayV2Metadata) -> ChainPlan:
     if why:
         return ChainPlan(stages, None, why)
     flt = tuple(tuple(sorted(c.items())) for c in configs)
-    cname = metadata.compressor.get_config().get("cname") if comp == "blosc" else None
+    cname = metadata.compressor.get_config().get("cname") if metadata.compressor and comp == "blosc" else None
     row = compressions.from_v2(comp, cname)
     if row is None:
         what = f"blosc's {cname!r}" if comp == "blosc" else f"compressor {comp!r}"

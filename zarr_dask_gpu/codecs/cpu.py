@@ -1,15 +1,18 @@
 """CPU decoding of whole stored chunks with zarr-python's own codec chain."""
 
 import threading
+from collections.abc import Iterable
+from typing import Any, cast
 
 import numpy as np
+from zarr.codecs import ShardingCodec
 from zarr.core.array import create_codec_pipeline
 from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.buffer.cpu import Buffer
 from zarr.core.chunk_utils import ChunkTransform
 from zarr.core.codec_pipeline import AsyncChunkTransform
-from zarr.core.metadata import ArrayV2Metadata
+from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
 from zarr.core.sync import sync
 from zarr.registry import get_pipeline_class
 
@@ -18,10 +21,10 @@ from ..metadata import ArrayInfo
 from . import compressions
 
 _lock = threading.Lock()
-_transforms: dict[str, tuple[object, ArraySpec]] = {}
+_transforms: dict[str, tuple[ChunkTransform | AsyncChunkTransform, ArraySpec]] = {}
 
 
-def _transform(info: ArrayInfo) -> tuple[object, ArraySpec]:
+def _transform(info: ArrayInfo) -> tuple[ChunkTransform | AsyncChunkTransform, ArraySpec]:
     """zarr-python's chunk transform and chunk spec for ``info``, built once per process."""
     token = info.token
     with _lock:
@@ -35,13 +38,18 @@ def _transform(info: ArrayInfo) -> tuple[object, ArraySpec]:
                 config=ArrayConfig.from_dict({"order": order}),
                 prototype=default_buffer_prototype(),
             )
+            codecs: tuple[Any, ...]
             if info.shard is None:
-                codecs = tuple(create_codec_pipeline(meta))
+                codecs = tuple(
+                    cast(Iterable[Any], create_codec_pipeline(meta))
+                )  # a pipeline iterates its codecs
             else:  # read units are inner chunks: their own chain, evolved for their shape
-                inner = meta.codecs[0].codecs
-                codecs = tuple(get_pipeline_class().from_codecs(inner).evolve_from_array_spec(spec))
+                assert isinstance(meta, ArrayV3Metadata)
+                inner = cast(ShardingCodec, meta.codecs[0]).codecs
+                pipeline = get_pipeline_class().from_codecs(inner).evolve_from_array_spec(spec)
+                codecs = tuple(cast(Iterable[Any], pipeline))
             try:
-                transform: object = ChunkTransform(codecs=codecs)
+                transform: ChunkTransform | AsyncChunkTransform = ChunkTransform(codecs=codecs)
             except TypeError:  # a codec without a synchronous path
                 transform = AsyncChunkTransform(codecs=codecs)
             _transforms[token] = (transform, spec)

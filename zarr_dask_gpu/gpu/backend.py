@@ -88,8 +88,8 @@ class GpuBackend:
                 staged[k] = self._read_remote(info, pieces, compressions.get(chain.compression).skip)
             else:
                 local.setdefault(compressions.get(chain.compression).skip, []).append(k)
-        for skip, group in local.items():
-            staged.update(zip(group, self._read_local([blocks[k] for k in group], skip), strict=True))
+        for skip, ks in local.items():
+            staged.update(zip(ks, self._read_local([blocks[k] for k in ks], skip), strict=True))
         batches = {k: Batch.of(*blocks[k], staged[k]) for k in sorted(staged)}
         merged: dict[tuple[str, int], list[Batch]] = {}  # one decode batch per compression and buffer
         for b in batches.values():
@@ -135,6 +135,7 @@ class GpuBackend:
         decoder; frames the kernels refuse are judged by c-blosc, those it decodes placed."""
         inner = compressions.inner(row)
         assert row.blosc is not None and b.decoded is not None
+        compcode, decoded = row.blosc.compcode, b.decoded
 
         def inner_streams(which, src, csize, target, dst, dsize):  # type: ignore[no-untyped-def]
             one = np.zeros(len(src), dtype=np.int64)
@@ -148,9 +149,9 @@ class GpuBackend:
                 b.offsets[k],
                 b.sizes[k],
                 b.expected,
-                b.decoded,
+                decoded,
                 b.starts[k],
-                row.blosc.compcode,
+                compcode,
                 inner_streams,
             )
             return [(int(k[j]), why) for j, why in out]
@@ -247,7 +248,7 @@ class GpuBackend:
             src_sizes=sizes,
             dst=dst,
             dst_sizes=out_sizes,
-            calls=decode_calls(out_sizes, config.get("decode-call-bytes")),
+            calls=decode_calls(out_sizes, config.maybe_nbytes("decode-call-bytes")),
             ready=ready,
         )
         return joined.decode(compression, batch)

@@ -77,7 +77,7 @@ class Batch:
             _raise_first(
                 info, pieces, present, [(j, "shorter than its crc32c") for j in np.flatnonzero(sizes < 4)]
             )
-            if config.get("verify-checksums"):
+            if config.flag("verify-checksums"):
                 bad_crc = validate.crc32c_mismatches(staged.buffer, offsets, sizes)
                 _raise_first(
                     info, pieces, present, [(int(j), "crc32c checksum does not match") for j in bad_crc]
@@ -90,12 +90,12 @@ class Batch:
             decoded, starts = aligned(staged.buffer, offsets, sizes, ALIGN)
             return cls(info, pieces, chain, staged.buffer, present, offsets, sizes, decoded, starts, False)
         into = (  # where each present chunk lies whole in the block, if the chain allows it
-            direct_offsets([pieces[i] for i in present], out.shape, info.chunks, info.dtype.itemsize)
+            direct_offsets([pieces[int(i)] for i in present], out.shape, info.chunks, info.dtype.itemsize)
             if chain.decodes_in_place(info.dtype)
             else None
         )
         placed = into is not None and bool((into >= 0).all()) and not (into % _OUT_ALIGN).any()
-        if placed:
+        if into is not None and placed:
             decoded, starts = out.reshape(-1).view(np.uint8), into
         else:
             step = -(-expected // _OUT_ALIGN) * _OUT_ALIGN
@@ -122,6 +122,8 @@ class Batch:
     def result(self) -> list[cp.ndarray | Slot | None]:
         """Each piece's chunk: ``PLACED``, a device array of the chunk, or None where it is missing."""
         chunks: list[cp.ndarray | Slot | None] = [None] * len(self.pieces)
+        if self.decoded is None:  # no chunk is present
+            return chunks
         n = self.expected
         for j, i in enumerate(self.present):
             lo = int(self.starts[j])

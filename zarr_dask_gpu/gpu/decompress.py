@@ -113,7 +113,7 @@ def launch(
             return [(int(which[j]), why) for j, why in done.failures()]
 
         return zstd_blocks.launch(
-            src, src_sizes, dst, dst_sizes, stream, on_host, bool(config.get("verify-checksums"))
+            src, src_sizes, dst, dst_sizes, stream, on_host, config.flag("verify-checksums")
         )
     if which == "host":
         return host_decode.decode(compression, src, src_sizes, dst, dst_sizes, stream)
@@ -124,7 +124,7 @@ def decoder(compression: str) -> str:
     """ "kernels", "host" or "nvcomp": who decodes ``compression`` (its row's ``decoder``: nvCOMP 6.0
     is not hardened against damaged frames, so it gets only what a device walk has proven sound,
     docs/design.md); ``zstd-decoder: nvcomp`` hands zstd to nvCOMP, for trusted data only."""
-    if compression == "zstd" and config.choice("zstd-decoder", ("blocks", "nvcomp")) == "nvcomp":
+    if compression == "zstd" and config.choice("zstd-decoder") == "nvcomp":
         return "nvcomp"
     return compressions.get(compression).decoder
 

@@ -3,10 +3,9 @@
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import cupy as cp
-from dask.utils import parse_timedelta
 
 from .. import config
 from ..coalesce import Coalescer
@@ -18,7 +17,7 @@ _coalescers: dict[int, Coalescer] = {}  # per device
 
 
 def coalescing() -> bool:
-    return bool(config.get("coalesce-decodes"))
+    return config.flag("coalesce-decodes")
 
 
 def member() -> contextlib.AbstractContextManager:
@@ -37,15 +36,15 @@ def decode(compression: str, batch: decompress.Batch) -> list[tuple[int, str]]:
             return _coalescer().submit(
                 compression,
                 batch,
-                int(config.get("coalesce-tasks")),
-                parse_timedelta(config.get("coalesce-wait")),
+                config.integer("coalesce-tasks"),
+                config.maybe_seconds("coalesce-wait"),
             )
     return _decode_joined(compression, [batch])[0]
 
 
-def _decode_joined(compression: str, batches: Sequence[decompress.Batch]) -> list[list[tuple[int, str]]]:
-    with joining_stream() as stream:
-        return decompress.decode_joined(compression, batches, stream)
+def _decode_joined(compression: Hashable, batches: Sequence[decompress.Batch]) -> list[list[tuple[int, str]]]:
+    with joining_stream() as stream:  # keyed by compression: a row name of codecs.compressions
+        return decompress.decode_joined(str(compression), batches, stream)
 
 
 def _coalescer() -> Coalescer:

@@ -9,7 +9,6 @@ import cupy as cp
 import cupyx
 import kvikio
 import numpy as np
-from dask.utils import parse_bytes
 
 from .. import config
 from ..io import Staged, layout, pread_all
@@ -29,8 +28,8 @@ class KvikioReader:
 
     def read(self, ranges: Sequence[Range | None], skip: int = 0, align: int = 1) -> Staged:
         plan = layout(ranges, skip, align)
-        on_host = config.choice("staging", ("device", "host")) == "host"
-        small = plan.reads and plan.total < len(plan.reads) * parse_bytes(config.get("host-read-below"))
+        on_host = config.choice("staging") == "host"
+        small = plan.reads and plan.total < len(plan.reads) * config.nbytes("host-read-below")
         if small or on_host:
             buf = cupyx.empty_pinned(max(plan.total, 1), dtype=np.uint8)
         else:

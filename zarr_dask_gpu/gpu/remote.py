@@ -22,7 +22,7 @@ def use_kvikio(info: ArrayInfo) -> bool:
     """Whether ``info``'s chunks travel by kvikio.RemoteFile (``zarr_dask_gpu.remote-io``): "auto"
     when this kvikio has remote support and the URL is HTTP(S) or S3; "kvikio" always (an error
     where it cannot); "fsspec" never (host requests, then one copy to the device)."""
-    mode = config.choice("remote-io", ("auto", "kvikio", "fsspec"))
+    mode = config.choice("remote-io")
     if mode == "fsspec":
         return False
     fits = info.root.startswith(_SCHEMES)

@@ -17,5 +17,5 @@ def configure() -> None:
     global _done
     with _lock:
         if not _done:
-            kvikio.defaults.set("num_threads", config.get("kvikio-threads") or os.cpu_count() or 1)
+            kvikio.defaults.set("num_threads", config.integer("kvikio-threads") or os.cpu_count() or 1)
             _done = True

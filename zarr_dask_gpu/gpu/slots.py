@@ -13,7 +13,7 @@ _slots: dict[int, threading.BoundedSemaphore] = {}
 
 def read_slot() -> contextlib.AbstractContextManager:
     """One of ``read-slots`` places for a task's reads, held while it reads."""
-    n = int(config.get("read-slots"))
+    n = config.integer("read-slots")
     if n <= 0:
         return contextlib.nullcontext()
     with _lock:

@@ -39,6 +39,8 @@ def check_batch(
     bad
         The chunks that must not be decoded, as (index, reason); empty when all are sound.
     """
+    kind = compressions.get(compression).device_check
+    assert kind is not None, f"{compression} has no device walk"
     n = len(offsets)
     expected_all = np.broadcast_to(np.asarray(expected, dtype=np.int64), (n,))
     status = cp.empty(n, dtype=np.int32)
@@ -52,7 +54,7 @@ def check_batch(
             buffer,
             cp.asarray(offsets, dtype=np.int64),
             cp.asarray(sizes, dtype=np.int64),
-            np.int32(compressions.get(compression).device_check),
+            np.int32(kind),
             cp.asarray(expected_all),
             status,
             claimed,
