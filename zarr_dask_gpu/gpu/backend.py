@@ -20,7 +20,7 @@ from ..io import Staged, host_reader, place
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece, decode_calls, direct_offsets
 from ..storage import locate
-from . import blosc, decompress, faults, host_decode, remote, setup, validate
+from . import blosc, decompress, faults, host_decode, phases, remote, setup, validate
 from .gather import copy_ranges
 from .reader import KvikioReader
 
@@ -74,7 +74,7 @@ class GpuBackend:
     def context(self) -> Iterator[None]:
         _held.buffers = []
         try:  # CUDA errors of the task, to its stream's wait, raise DeviceFaultError (faults.py)
-            with faults.settled(self._stream) as stream, stream:
+            with phases.record("task"), faults.settled(self._stream) as stream, stream:
                 yield
         finally:
             _held.buffers = []
@@ -111,7 +111,9 @@ class GpuBackend:
                     together.setdefault(part.skip, []).append(part)
             for skip, group in together.items():
                 with _read_slot():
-                    staged = self._reader.read([r for p in group for r in p.ranges], skip=skip, align=_ALIGN)
+                    ranges = [r for p in group for r in p.ranges]
+                    with phases.record("read", chunks=len(ranges)):
+                        staged = self._reader.read(ranges, skip=skip, align=_ALIGN)
                 getattr(_held, "buffers", []).append(staged.buffer)
                 at = 0
                 for p in group:
@@ -130,7 +132,7 @@ class GpuBackend:
         return [part.result() for part in parts]
 
     def _read_remote(self, part: "_Part") -> Staged:
-        with _read_slot():
+        with _read_slot(), phases.record("read", chunks=len(part.ranges)):
             if remote.use_kvikio(part.info):
                 return remote.KvikioRemoteReader(part.info).read(part.ranges, skip=part.skip, align=_ALIGN)
             host = host_reader(part.info).read(part.ranges, skip=part.skip, align=_ALIGN)  # fsspec
@@ -250,7 +252,8 @@ class GpuBackend:
         skip = trail = 0
         decoder = decompress.decoder(kind)
         if decoder == "nvcomp":
-            bad = validate.check_batch(buffer, offsets, sizes, kind, out_sizes)
+            with phases.record("check", chunks=len(offsets)):
+                bad = validate.check_batch(buffer, offsets, sizes, kind, out_sizes)
             if bad:
                 failed = _rescue(kind, buffer, offsets, sizes, dst, out_sizes, bad)
                 if failed:
@@ -261,12 +264,13 @@ class GpuBackend:
             return []
         payload, payload_offsets = _aligned(buffer, offsets[todo] + skip, sizes[todo] - skip - trail)
         codec = "lz4" if kind == "lz4-block" else kind
-        bad = [
-            (int(todo[j]), why)
-            for j, why in self._nvcomp(
-                codec, payload, payload_offsets, sizes[todo] - skip - trail, dst[todo], out_sizes[todo]
-            )
-        ]
+        with phases.record("decode", chunks=len(todo)):
+            bad = [
+                (int(todo[j]), why)
+                for j, why in self._nvcomp(
+                    codec, payload, payload_offsets, sizes[todo] - skip - trail, dst[todo], out_sizes[todo]
+                )
+            ]
         if decoder != "nvcomp":  # the kernels' and the host's failures are the reference's already
             return bad
         return _rescue(kind, buffer, offsets, sizes, dst, out_sizes, bad)
@@ -317,7 +321,8 @@ def _decode_joined(compression: str, batches: Sequence[decompress.Batch]) -> lis
         idle = _joining.setdefault(dev, [])
         stream = idle.pop() if idle else cp.cuda.Stream(non_blocking=True)
     try:
-        return decompress.decode_joined(compression, batches, stream)
+        with phases.record("decode-call", tasks=len(batches), chunks=sum(len(b.src) for b in batches)):
+            return decompress.decode_joined(compression, batches, stream)
     finally:
         with _lock:
             _joining[dev].append(stream)
@@ -407,7 +412,8 @@ class _Part:
         """Where each piece's chunk is stored (``locate``: a stat per chunk file, or the shard indexes
         read). First asked inside a read slot, so that this IO, too, runs in at most ``read-slots``
         tasks at once: in all 16 at once, B's stats cost 25-98 ms a task (docs/performance.md)."""
-        return locate(self.info, [p.coords for p in self.pieces])
+        with phases.record("locate", chunks=len(self.pieces)):
+            return locate(self.info, [p.coords for p in self.pieces])
 
     @property
     def expected(self) -> int:
