@@ -1,7 +1,9 @@
 """The bench's package on the CPU: its row table well formed, the GPU run's rows and their names as
-results and docs know them (measured by stand-ins) and its datasets."""
+results and docs know them (measured by stand-ins), its datasets, and the benchmark scripts' use of
+the package's public names."""
 
 import argparse
+import ast
 import json
 import subprocess
 import sys
@@ -198,3 +200,40 @@ def test_the_bench_imports_without_gpu_libraries():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert int(out.stdout) == len(rows.ROWS)
+
+
+def _names(module: str) -> set[str]:
+    """The names a module of the package defines at its top level."""
+    path = ROOT / (module.replace(".", "/") + ".py")
+    if not path.exists():
+        path = ROOT / module.replace(".", "/") / "__init__.py"
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            out |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    if path.name == "__init__.py":
+        out |= {p.stem for p in path.parent.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+    return out
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "benchmarks").glob("*.py")))
+def test_benchmark_scripts_use_the_package_s_public_names(script):
+    # the scripts run on GPU hosts only: here, at least every name they take from the package exists,
+    # and none is private (a private one changes without notice)
+    tree = ast.parse((ROOT / "benchmarks" / script).read_text())
+    taken = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("zarr_dask_gpu"):
+            for alias in node.names:
+                assert not alias.name.startswith("_"), (node.module, alias.name)
+                assert alias.name in _names(node.module), (node.module, alias.name)
+                taken[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in taken:
+            assert not node.attr.startswith("_"), f"{taken[node.value.id]}.{node.attr}"
