@@ -1,31 +1,32 @@
 """This package's zstd kernels (``gpu/cuda/zstd.cu``) against nvCOMP on dataset A's chunks, on the device:
-one batch of every chunk and of a task's 32, each kernel's time (CUDA events), values checked against
-numcodecs. Run on the GPU host after `zarr-dask-gpu bench` wrote dataset A:
+one batch of every chunk and of a task's 32, each kernel's time (``zstd_blocks.kernel_times``: CUDA
+events), values checked against numcodecs; then variants of the source with parts of the work taken
+out, and other sources (``--compare``, say another branch's), timed the same way
+(``zstd_blocks.compiled_from``). Run on the GPU host after `zarr-dask-gpu bench` wrote dataset A:
     python3 benchmarks/probe_zstd.py [--path /tmp/bench-a.zarr] [--chunks 512] [--compare OTHER.cu ...]
 """
 
 import argparse
 import contextlib
 import os
-import time
 from pathlib import Path
 
 import cupy as cp
-import dask
 import numpy as np
 from numcodecs import Zstd
 
-from zarr_dask_gpu.bench import chunk_files
+from zarr_dask_gpu.bench import datasets
+from zarr_dask_gpu.bench.timing import settings, timed
 from zarr_dask_gpu.gpu import decompress, kernels, zstd_blocks
 from zarr_dask_gpu.gpu.sync import wait
 
 p = argparse.ArgumentParser()
-p.add_argument("--path", default="/tmp/bench-a.zarr")
+p.add_argument("--path", default=datasets.DEFAULT_PATH)
 p.add_argument("--chunks", type=int, default=512)
 p.add_argument("--compare", nargs="*", default=[], help="other zstd.cu sources, timed the same way")
 args = p.parse_args()
 
-files = chunk_files(args.path)[: args.chunks]
+files = datasets.chunk_files(args.path)[: args.chunks]
 blobs = [Path(f).read_bytes() for f in files]
 nbytes = len(bytes(Zstd().decode(blobs[0])))
 starts = np.cumsum([0, *[-(-len(b) // 16) * 16 for b in blobs]])
@@ -37,28 +38,15 @@ out = cp.empty(nbytes * len(files), np.uint8)
 stream = cp.cuda.Stream(non_blocking=True)
 print(f"{len(files)} chunks of {nbytes >> 20} MiB, {host.nbytes / 1e9:.2f} GB compressed", flush=True)
 
-events: list[tuple[str, cp.cuda.Event, cp.cuda.Event]] = []
-launch_kernel = zstd_blocks._launch
 
-
-def timed_launch(name: str, grid: int, *a: object, threads: int = zstd_blocks._THREADS) -> None:
-    e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-    e0.record(stream)
-    launch_kernel(name, grid, *a, threads=threads)
-    e1.record(stream)
-    events.append((name, e0, e1))
-
-
-def decode(n: int, decoder: str) -> float:
+def decode(n: int, decoder: str) -> None:
     src = np.uint64(comp.data.ptr) + starts[:n].astype(np.uint64)
     dst = np.uint64(out.data.ptr) + np.arange(n, dtype=np.uint64) * np.uint64(nbytes)
     sizes = np.array([len(b) for b in blobs[:n]], np.uint64)
-    t0 = time.perf_counter()
-    with stream, dask.config.set({"zarr_dask_gpu.zstd-decoder": decoder}):
+    with stream, settings({"zstd-decoder": decoder}):
         done = decompress.launch("zstd", src, sizes, dst, np.full(n, nbytes, np.uint64), stream)
         wait(stream)
         assert not done.failures(), done.failures()[:3]
-    return time.perf_counter() - t0
 
 
 for n in (32, len(files)):
@@ -68,21 +56,18 @@ for n in (32, len(files)):
         for i in (0, n // 2, n - 1):
             want = np.frombuffer(Zstd().decode(blobs[i]), np.uint8)
             assert np.array_equal(out[i * nbytes : (i + 1) * nbytes].get(), want), (decoder, i)
-        times = sorted(decode(n, decoder) for _ in range(3))
+        best = timed(lambda n=n, decoder=decoder: decode(n, decoder), 3, pick=min)
         print(
-            f"{decoder:7s} {n:4d} chunks: {times[0] * 1e3:7.1f} ms ({n * nbytes / times[0] / 1e9:6.2f} GB/s)",
+            f"{decoder:7s} {n:4d} chunks: {best * 1e3:7.1f} ms ({n * nbytes / best / 1e9:6.2f} GB/s)",
             flush=True,
         )
-    zstd_blocks._launch = timed_launch
-    events.clear()
-    decode(n, "blocks")
-    zstd_blocks._launch = launch_kernel
-    stream.synchronize()
-    print("   " + ", ".join(f"{k} {cp.cuda.get_elapsed_time(a, b):.1f} ms" for k, a, b in events), flush=True)
+    with zstd_blocks.kernel_times() as launches:
+        decode(n, "blocks")
+    print("   " + ", ".join(f"{k} {ms:.1f} ms" for k, ms in launches), flush=True)
 print("zs_count + read-back and scratch are the rest of the blocks decoder's time")
 
 # where the copier's time goes: the same source with parts of its byte work taken out (values wrong)
-source = kernels.source("zstd.cu")  # with cuda/common.cuh inlined, as the package compiles it
+source = zstd_blocks.source()
 variants = {
     "no gathers (sources found, not read)": [
         (
@@ -115,7 +100,6 @@ variants = {
 }
 for other in args.compare:  # whole sources, e.g. another branch's, timed beside this one's
     variants[f"source {other}"] = [(source, kernels.source(Path(other).name, Path(other).parent))]
-real_module = zstd_blocks._module
 for title, edits in variants.items():
     changed = source
     for old, new in edits:
@@ -123,22 +107,16 @@ for title, edits in variants.items():
     if changed == source:
         print(f"{title}: not in this source, skipped", flush=True)
         continue
-    module = cp.RawModule(code=changed)
-    zstd_blocks._module = lambda module=module: module
-    zstd_blocks._launch = timed_launch
-    for n in (32, len(files)):
-        t = float("nan")
-        with contextlib.suppress(AssertionError):
-            decode(n, "blocks")  # compiles the module at the first launch
-            events.clear()
-            t = decode(n, "blocks")
-        stream.synchronize()
-        copy = [cp.cuda.get_elapsed_time(a, b) for k, a, b in events if k == "zs_copy"]
-        seq = [cp.cuda.get_elapsed_time(a, b) for k, a, b in events if k == "zs_sequences"]
-        print(
-            f"{title}, {n} chunks: {t * 1e3:.1f} ms, zs_copy {copy[0]:.1f} ms (zs_sequences {seq[0]:.1f} ms)",
-            flush=True,
-        )
-    zstd_blocks._launch = launch_kernel
-zstd_blocks._module = real_module
+    with zstd_blocks.compiled_from(changed):
+        for n in (32, len(files)):
+            t = float("nan")
+            with zstd_blocks.kernel_times() as kernels, contextlib.suppress(AssertionError):
+                decode(n, "blocks")  # compiles the module at the first launch
+                t = timed(lambda n=n: decode(n, "blocks"), 1)
+            ms = dict(kernels)  # each kernel's last launch: the timed pass's
+            print(
+                f"{title}, {n} chunks: {t * 1e3:.1f} ms, zs_copy {ms.get('zs_copy', float('nan')):.1f} ms "
+                f"(zs_sequences {ms.get('zs_sequences', float('nan')):.1f} ms)",
+                flush=True,
+            )
 print(f"pid {os.getpid()} done")

@@ -63,15 +63,12 @@ def main() -> None:
     import zarr
 
     from zarr_dask_gpu import from_zarr_gpu
-    from zarr_dask_gpu.bench import chunk_files
-    from zarr_dask_gpu.sample import write_sample
+    from zarr_dask_gpu.bench import datasets
+    from zarr_dask_gpu.bench.timing import free_device, sync_device, timed, warm_cache
 
-    a = write_sample(args.path, int(args.gib * 2**30), 8 << 20)
-    files = chunk_files(args.path)
-    for f in files:  # warm the page cache: the network path is what is measured
-        with open(f, "rb") as fh:
-            while fh.read(64 << 20):
-                pass
+    a = datasets.write("A", args.path, args.gib)
+    files = datasets.chunk_files(args.path)
+    warm_cache(files)  # the network path is what is measured
     ctx = multiprocessing.get_context("spawn")  # no CUDA state in the server
     port = ctx.Value("i", 0)
     server = ctx.Process(target=_serve, args=(os.path.dirname(args.path), port), daemon=True)
@@ -79,18 +76,11 @@ def main() -> None:
     while not port.value:
         time.sleep(0.05)
     url = f"http://127.0.0.1:{port.value}/{os.path.basename(args.path)}"
-    pool = cp.get_default_memory_pool()
     print(f"{a.shape} {a.dtype} chunks {a.chunks}, {a.nbytes / 1e9:.2f} GB, served at {url}", flush=True)
 
     def row(name: str, fn, nbytes: int = a.nbytes) -> None:
-        fn()  # warm-up: connections, codecs
-        times = []
-        for _ in range(2):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-            pool.free_all_blocks()
-        dt = min(times)
+        # best of two after a warm-up (connections, codecs), cupy's pool emptied before each, untimed
+        dt = timed(fn, 2, free_device, warmup=1, pick=min)
         print(f"{name:62s} {nbytes / dt / 1e9:7.2f} GB/s  ({dt:.3f} s)", flush=True)
 
     for io in ("kvikio", "fsspec"):
@@ -100,7 +90,7 @@ def main() -> None:
 
             def ours(x=x) -> None:
                 y = x.persist(scheduler="threads", num_workers=args.threads)
-                cp.cuda.Device().synchronize()
+                sync_device()
                 del y
 
             row(f"from_zarr_gpu(url).persist(), remote-io={io}", ours)
@@ -108,7 +98,7 @@ def main() -> None:
     def zarr_gpu() -> None:
         with zarr.config.enable_gpu():
             g = cp.asarray(zarr.open_array(url, mode="r")[...])
-        cp.cuda.Device().synchronize()
+        sync_device()
         del g
 
     try:

@@ -11,10 +11,11 @@ Page cache warm (each file read once first); every loader's tensors are checked 
 import argparse
 import json
 import os
-import time
 
 import torch
 
+from zarr_dask_gpu.bench.datasets import chunk_files
+from zarr_dask_gpu.bench.timing import timed, warm_cache
 from zarr_dask_gpu.state_dict import load_state_dict, save_state_dict
 
 
@@ -74,26 +75,26 @@ def run(args: argparse.Namespace, pruned: float) -> dict:
     results = {}
     print(f"{n} bf16 tensors of 4096 x 4096, {nbytes / 1e9:.2f} GB, {pruned:.0%} pruned", flush=True)
     for name, load in loaders.items():
-        for root, _, fs in os.walk(paths[name]) if os.path.isdir(paths[name]) else [("", [], [paths[name]])]:
-            for f in fs:  # warm the page cache
-                with open(os.path.join(root, f), "rb") as fh:
-                    while fh.read(64 << 20):
-                        pass
+        path = paths[name]
+        warm_cache(chunk_files(path) if os.path.isdir(path) else [path])
         got = load()
         torch.cuda.synchronize()
         assert all(torch.equal(got[k].cpu().view(torch.int16), v.view(torch.int16)) for k, v in sd.items()), (
             name
         )
         del got
-        times = []
-        for _ in range(3):
-            torch.cuda.empty_cache()
-            t0 = time.perf_counter()
-            got = load()
+        loaded: list = []
+
+        def once(load=load, loaded=loaded) -> None:
+            loaded.append(load())
             torch.cuda.synchronize()
-            times.append(time.perf_counter() - t0)
-            del got
-        t = sorted(times)[1]
+
+        def before(loaded=loaded) -> None:  # the last pass's tensors freed, untimed
+            loaded.clear()
+            torch.cuda.empty_cache()
+
+        t = timed(once, 3, before)  # the median of three
+        loaded.clear()
         results[name] = {"seconds": t, "GB/s": nbytes / t / 1e9, "ratio": nbytes / size(paths[name])}
         print(
             f"{name:12s} {t:6.2f} s to ready tensors  {nbytes / t / 1e9:6.2f} GB/s  "

@@ -1,18 +1,14 @@
 #!/usr/bin/env bash
 # Runs on the GPU host, in the repo root, after the wheelhouse is installed (README: "GPU machine").
 # Steps: tests (gpu-marked), bench (`zarr-dask-gpu bench`), xarray (a reduction through each of
-# xarray's front doors, benchmarks/xarray_bench.py), probe (thread-safety of nvCOMP's Python
-# codecs), timeline and timeline8 (per-phase task timeline of A at 32 and 8 CUDA connections), data
-# (writes the bench's datasets named in DATA, default B), timelines (of the datasets in TIMELINES,
-# default "B C D", written by bench or data), cprobe (nvCOMP's C API: scratch and decode times),
-# zprobe (this package's zstd kernels against nvCOMP on A's chunks, each kernel timed),
-# lz4probe (nvCOMP's LZ4 on damaged blocks), checkprobe (the lz4 structure check's kernels on D),
-# sanitize (memcheck and racecheck on the decoders: MEMCHECK_TESTS, RACECHECK_TESTS),
-# readprobe (B's small reads against threads and waits), hostprobe (decoding from pinned host
-# memory), largereads (A's reads: one call against tasks' calls, kvikio threads and task size),
-# poolprobe (a pass with cupy's pool emptied after each, as the bench times it, or kept), scratch (a
-# task's peak memory), remote (loopback HTTP), scaling (multi-GPU) and dl (the state-dict benchmark;
-# needs safetensors). Logs and JSON go to $OUT (default /tmp/out).
+# xarray's front doors, benchmarks/xarray_bench.py), timeline and timeline8 (per-phase task timeline
+# of A at 32 and 8 CUDA connections, benchmarks/timeline.py), data (writes the bench's datasets named
+# in DATA, default B: python3 -m zarr_dask_gpu.bench.datasets), timelines (of the datasets in
+# TIMELINES, default "B C D", written by bench or data), zprobe (this package's zstd kernels against
+# nvCOMP on A's chunks, each kernel timed), lz4probe (nvCOMP's LZ4 on damaged blocks), sanitize
+# (memcheck and racecheck on the decoders: MEMCHECK_TESTS, RACECHECK_TESTS), scratch (a task's peak
+# memory), remote (loopback HTTP), scaling (multi-GPU) and dl (the state-dict benchmark; needs
+# safetensors). Logs and JSON go to $OUT (default /tmp/out).
 # STEPS picks the steps (default: tests bench timeline scratch); each has its own timeout: choose
 # steps that fit one device call (10 minutes).
 # Usage: [STEPS="tests bench"] [BENCH_ARGS="--datasets A,B"] [SCALING_ARGS="--variants read-slots=0"]
@@ -42,12 +38,11 @@ step tests "${TEST_TIMEOUT:-240}" python3 -m pytest -q -m gpu -p no:cacheprovide
 # shellcheck disable=SC2086  # BENCH_ARGS holds several words
 step bench "${BENCH_TIMEOUT:-300}" python3 -m zarr_dask_gpu.cli bench --json "$OUT/bench.json" --chart "$OUT/performance.png" ${BENCH_ARGS:-}
 step xarray "${XARRAY_TIMEOUT:-200}" python3 benchmarks/xarray_bench.py --json "$OUT/xarray.json"
-step probe "${PROBE_TIMEOUT:-260}" python3 benchmarks/probe_threads.py
 # shellcheck disable=SC2086  # TIMELINE_ARGS holds several words
 step timeline "${TIMELINE_TIMEOUT:-200}" python3 benchmarks/timeline.py ${TIMELINE_ARGS:-}
 step timeline8 "${TIMELINE_TIMEOUT:-200}" env CUDA_DEVICE_MAX_CONNECTIONS=8 python3 benchmarks/timeline.py
-# shellcheck disable=SC2016,SC2086  # the Python is single-quoted; DATA holds several words
-step data 180 python3 -c 'import argparse, sys; from zarr_dask_gpu.bench import _dataset; [_dataset(argparse.Namespace(gib=4.0, chunk_mib=8, path="/tmp/bench-a.zarr"), d) for d in sys.argv[1:]]' ${DATA:-B}
+# shellcheck disable=SC2086  # DATA holds several words
+step data 180 python3 -m zarr_dask_gpu.bench.datasets ${DATA:-B}
 # shellcheck disable=SC2016  # expanded by the inner bash
 step timelines "${TIMELINE_TIMEOUT:-200}" bash -c 'for d in ${TIMELINES:-B C D}; do python3 benchmarks/timeline.py --path /tmp/bench-a.zarr-$d | grep -v "^    thread"; done'
 # the decoders under compute-sanitizer, cupy's pools off (ZDG_CUPY_POOL=0, tests/conftest.py) so that
@@ -61,15 +56,9 @@ step sanitize "${SANITIZE_TIMEOUT:-480}" env ZDG_CUPY_POOL=0 bash -c '
     ${MEMCHECK_TESTS:-tests/test_gpu_zstd.py tests/test_gpu.py tests/test_damage.py::test_reads_agree_with_the_reference} || exit $?
   $cs --tool racecheck python3 -m pytest -q -m gpu -p no:cacheprovider \
     ${RACECHECK_TESTS:-tests/test_gpu_zstd.py::test_frames_as_libzstd_reads_them tests/test_gpu.py::test_the_warps_lz4_walk_agrees_with_one_threads}'
-step cprobe 120 python3 benchmarks/probe_nvcomp_c.py
 # shellcheck disable=SC2086  # ZPROBE_ARGS holds several words
 step zprobe 150 python3 benchmarks/probe_zstd.py ${ZPROBE_ARGS:-}
 step lz4probe 120 python3 benchmarks/probe_lz4_damage.py
-step checkprobe 120 python3 benchmarks/probe_check.py
-step readprobe 120 python3 benchmarks/probe_small_reads.py
-step hostprobe 120 python3 benchmarks/probe_host_input.py
-step largereads 120 python3 benchmarks/probe_large_reads.py
-step poolprobe 200 python3 benchmarks/probe_pool.py
 step scratch 60 python3 benchmarks/timeline.py --scratch
 step remote "${REMOTE_TIMEOUT:-200}" python3 benchmarks/remote_bench.py
 # shellcheck disable=SC2086  # SCALING_ARGS holds several words

@@ -11,6 +11,7 @@ from . import containment
 from .backends import PLACED, Backend, CpuBackend
 from .device import Device
 from .errors import BlockMemoryError, MissingChunkError
+from .gpu import phases
 from .metadata import ArrayInfo
 from .plan import block_pieces
 
@@ -54,7 +55,8 @@ def read_regions(
 def _read_regions(
     boxes: Sequence[tuple[ArrayInfo, tuple[int, ...], tuple[int, ...]]], device: Device, strict: bool
 ) -> list[Any]:
-    pieces = [block_pieces(start, stop, info.chunks) for info, start, stop in boxes]
+    with phases.record("plan"):
+        pieces = [block_pieces(start, stop, info.chunks) for info, start, stop in boxes]
     if containment.poisoned():  # an earlier task's sticky CUDA fault: wait for the worker's restart
         raise containment.innocent(zip([info for info, _, _ in boxes], pieces, strict=True))
     backend = get_backend(device)
@@ -66,10 +68,11 @@ def _read_regions(
         ]
         wanted = [k for k, ps in enumerate(pieces) if ps]
         decoded = backend.decode_many([(boxes[k][0], pieces[k], outs[k]) for k in wanted])
-        for k, chunks in zip(wanted, decoded, strict=True):
-            _assemble(boxes[k][0], pieces[k], chunks, outs[k], strict)
-        for k in set(range(len(boxes))) - set(wanted):  # an empty box
-            outs[k][...] = boxes[k][0].fill_value
+        with phases.record("assemble"):
+            for k, chunks in zip(wanted, decoded, strict=True):
+                _assemble(boxes[k][0], pieces[k], chunks, outs[k], strict)
+            for k in set(range(len(boxes))) - set(wanted):  # an empty box
+                outs[k][...] = boxes[k][0].fill_value
         return outs
 
 

@@ -18,7 +18,7 @@ from ..io import Staged, host_reader
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece, decode_calls
 from ..storage import locate
-from . import blosc, decompress, faults, host_decode, joined, remote, setup, validate
+from . import blosc, decompress, faults, host_decode, joined, phases, remote, setup, validate
 from .batch import ALIGN, Batch
 from .gather import aligned
 from .reader import KvikioReader
@@ -50,7 +50,7 @@ class GpuBackend:
     def context(self) -> Iterator[None]:
         _held.buffers = []
         try:  # CUDA errors of the task, to its stream's wait, raise DeviceFaultError (faults.py)
-            with faults.settled(task_stream) as stream, stream:
+            with phases.record("task"), faults.settled(task_stream) as stream, stream:
                 yield
         finally:
             _held.buffers = []
@@ -80,7 +80,7 @@ class GpuBackend:
         for k, (info, pieces, _) in enumerate(blocks):
             chain = info.chain.gpu
             if chain is None:  # a chain the GPU cannot decode: zarr-python on the host, then copied
-                ranges = locate(info, [p.coords for p in pieces])
+                ranges = _locate(info, pieces)
                 results[k] = host_decoded(
                     info, pieces, ranges, lambda _, chunk: cp.asarray(chunk), parallel=False
                 )
@@ -112,8 +112,10 @@ class GpuBackend:
         """Local blocks' chunks in one batch of preads; located inside the read slot, so that this IO,
         too, runs in at most ``read-slots`` tasks at once (B's stats: docs/performance.md)."""
         with read_slot():
-            ranges = [locate(info, [p.coords for p in pieces]) for info, pieces, _ in blocks]
-            staged = self._reader.read([r for rs in ranges for r in rs], skip=skip, align=ALIGN)
+            ranges = [_locate(info, pieces) for info, pieces, _ in blocks]
+            flat = [r for rs in ranges for r in rs]
+            with phases.record("read", chunks=len(flat)):
+                staged = self._reader.read(flat, skip=skip, align=ALIGN)
         getattr(_held, "buffers", []).append(staged.buffer)
         out, at = [], 0
         for rs in ranges:
@@ -124,10 +126,11 @@ class GpuBackend:
 
     def _read_remote(self, info: ArrayInfo, pieces: Sequence[ChunkPiece], skip: int) -> Staged:
         with read_slot():
-            ranges = locate(info, [p.coords for p in pieces])
-            if remote.use_kvikio(info):
-                return remote.KvikioRemoteReader(info).read(ranges, skip=skip, align=ALIGN)
-            host = host_reader(info).read(ranges, skip=skip, align=ALIGN)  # fsspec
+            ranges = _locate(info, pieces)
+            with phases.record("read", chunks=len(ranges)):
+                if remote.use_kvikio(info):
+                    return remote.KvikioRemoteReader(info).read(ranges, skip=skip, align=ALIGN)
+                host = host_reader(info).read(ranges, skip=skip, align=ALIGN)  # fsspec
         return Staged(cp.asarray(host.buffer), host.offsets, host.sizes)
 
     def _decode_blosc(self, b: Batch, row: compressions.Compression) -> None:
@@ -207,7 +210,8 @@ class GpuBackend:
         skip = trail = 0
         decoder = decompress.decoder(kind)
         if decoder == "nvcomp":
-            bad = validate.check_batch(buffer, offsets, sizes, kind, out_sizes)
+            with phases.record("check", chunks=len(offsets)):
+                bad = validate.check_batch(buffer, offsets, sizes, kind, out_sizes)
             if bad:
                 failed = _rescue(kind, buffer, offsets, sizes, dst, out_sizes, bad)
                 if failed:
@@ -218,12 +222,11 @@ class GpuBackend:
         if not len(todo):
             return []
         payload, payload_offsets = aligned(buffer, offsets[todo] + skip, sizes[todo] - skip - trail, ALIGN)
-        bad = [
-            (int(todo[j]), why)
-            for j, why in self._nvcomp(
+        with phases.record("decode", chunks=len(todo)):
+            got = self._nvcomp(
                 kind, payload, payload_offsets, sizes[todo] - skip - trail, dst[todo], out_sizes[todo]
             )
-        ]
+        bad = [(int(todo[j]), why) for j, why in got]
         if decoder != "nvcomp":  # the kernels' and the host's failures are the reference's already
             return bad
         return _rescue(kind, buffer, offsets, sizes, dst, out_sizes, bad)
@@ -252,6 +255,12 @@ class GpuBackend:
             ready=ready,
         )
         return joined.decode(compression, batch)
+
+
+def _locate(info: ArrayInfo, pieces: Sequence[ChunkPiece]) -> list:
+    """Where each piece's chunk is stored (a stat per chunk file, or the shard indexes read)."""
+    with phases.record("locate", chunks=len(pieces)):
+        return locate(info, [p.coords for p in pieces])
 
 
 def _rescue(

@@ -16,6 +16,7 @@ from cupy_backends.cuda.api.runtime import CUDARuntimeError
 
 from .. import containment
 from ..errors import ChunkDecodeError, DeviceFaultError
+from . import phases
 from .sync import wait
 
 CUDA_ERRORS = (CUDARuntimeError, CUDADriverError)
@@ -40,7 +41,7 @@ def settled(stream: Callable[[], cp.cuda.Stream]) -> Iterator[cp.cuda.Stream]:
         with mapped():
             wait(s)  # the stream may still read the task's buffers
         raise
-    with mapped():
+    with mapped(), phases.record("wait"):
         wait(s)
 
 

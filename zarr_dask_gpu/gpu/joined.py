@@ -9,7 +9,7 @@ import cupy as cp
 
 from .. import config
 from ..coalesce import Coalescer
-from . import decompress
+from . import decompress, phases
 from .streams import joining_stream
 
 _lock = threading.Lock()
@@ -43,7 +43,10 @@ def decode(compression: str, batch: decompress.Batch) -> list[tuple[int, str]]:
 
 
 def _decode_joined(compression: Hashable, batches: Sequence[decompress.Batch]) -> list[list[tuple[int, str]]]:
-    with joining_stream() as stream:  # keyed by compression: a row name of codecs.compressions
+    with (
+        joining_stream() as stream,  # keyed by compression: a row name of codecs.compressions
+        phases.record("decode-call", tasks=len(batches), chunks=sum(len(b.src) for b in batches)),
+    ):
         return decompress.decode_joined(str(compression), batches, stream)
 
 

@@ -3,7 +3,8 @@ another in one thread block per frame as in nvCOMP, and every read and write sta
 the frame walk checked. Chunks the kernels refuse or do not take go to ``fallback`` (libzstd on the
 host)."""
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
 import cupy as cp
 import numpy as np
@@ -28,12 +29,60 @@ _STEP = 256  # ZS_STEP: the copier's threads, one a sequence of a step
 _XXH_THREADS = 128  # ZS_XXH_THREADS: four a frame
 
 
+_variant: cp.RawModule | None = None  # compiled_from's module, in place of zstd.cu's
+_events: list[tuple[str, cp.cuda.Event, cp.cuda.Event]] | None = None  # kernel_times's
+
+
+def source() -> str:
+    """The kernels' CUDA source (``cuda/zstd.cu``, its header inlined), as ``compiled_from`` takes it."""
+    return kernels.source("zstd.cu")
+
+
 def _module() -> cp.RawModule:
     return kernels.module("zstd.cu")
 
 
+@contextlib.contextmanager
+def compiled_from(code: str) -> Iterator[None]:
+    """Inside, the kernels come from ``code`` (a variant of ``source()``, or another branch's), compiled
+    at their first launch: benchmarks time sources side by side. Not for concurrent decodes."""
+    global _variant
+    old, _variant = _variant, cp.RawModule(code=code)
+    try:
+        yield
+    finally:
+        _variant = old
+
+
+@contextlib.contextmanager
+def kernel_times() -> Iterator[list[tuple[str, float]]]:
+    """Inside, each kernel launch is bracketed by CUDA events on the launching (current) stream; on
+    leaving, once the last has passed, the list yielded holds (kernel, milliseconds) in launch order.
+    For benchmarks: not for concurrent decodes."""
+    global _events
+    events: list[tuple[str, cp.cuda.Event, cp.cuda.Event]] = []
+    times: list[tuple[str, float]] = []
+    old, _events = _events, events
+    try:
+        yield times
+    finally:
+        _events = old
+        if events:
+            events[-1][2].synchronize()
+        times += [(name, cp.cuda.get_elapsed_time(a, b)) for name, a, b in events]
+
+
 def _launch(name: str, grid: int, *args: object, threads: int = _THREADS) -> None:
-    _module().get_function(name)((grid,), (threads,), args)
+    kernel = (_variant if _variant is not None else _module()).get_function(name)
+    events = _events
+    if events is None:
+        kernel((grid,), (threads,), args)
+        return
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    kernel((grid,), (threads,), args)
+    end.record()
+    events.append((name, start, end))
 
 
 def _run(name: str, items: int, *args: object, threads: int = _THREADS) -> None:  # a thread an item

@@ -1,0 +1,239 @@
+"""The bench's package on the CPU: its row table well formed, the GPU run's rows and their names as
+results and docs know them (measured by stand-ins), its datasets, and the benchmark scripts' use of
+the package's public names."""
+
+import argparse
+import ast
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from zarr_dask_gpu import config
+from zarr_dask_gpu.bench import ceilings, datasets, rows
+from zarr_dask_gpu.bench import run as bench_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# the GPU run's rows for --datasets A,B,C,D at 16 threads (the default staging "device", so the other
+# is "host"; 512 chunk files; kvikio on 32 threads), in order: the names docs and earlier results use
+A_ROWS = [
+    "from_zarr_gpu().persist(), in-process, 16 threads",
+    "same, cupy's pool kept between passes",
+    *(
+        f"from_zarr_gpu().persist(), 16 threads, {s}"
+        for s in (
+            "zstd-decoder=nvcomp",
+            "decode-call-bytes=128MiB",
+            "decode-call-bytes=64MiB",
+            "read-slots=0",
+            "read-slots=4, coalesce-tasks=4",
+            "coalesce-tasks=0",
+            "coalesce-wait=None",
+            "staging=host",
+            "coalesce-decodes=False",
+        )
+    ),
+    "from_zarr_gpu().persist(), 16 thr, 128MiB blocks, calls whole",
+    "from_zarr_gpu().persist(), 16 thr, 256MiB blocks, calls whole",
+    "from_zarr_gpu().persist(), 16 thr, 2GiB blocks, calls whole",
+    "from_zarr_gpu().persist(), 16 thr, 4GiB blocks, calls whole",
+    "from_zarr_gpu().persist(), 32 thr, 128MiB blocks, calls 64MiB",
+    "from_zarr_gpu().persist(), 16 thr, 1GiB blocks, calls 256MiB",
+    "K (A with zstd checksums): persist(), verify-checksums=True",
+    "K (A with zstd checksums): persist(), verify-checksums=False",
+    "from_zarr_gpu().persist(), in-process, 1 threads",
+    "from_zarr_gpu().persist(), in-process, 4 threads",
+    "from_zarr_gpu().persist(), in-process, 8 threads",
+    "from_zarr_gpu().persist(), LocalCUDACluster 1 worker, 16 thr",
+    "zarr-python enable_gpu()",
+    "dask.array.from_zarr + cupy.asarray (threads)",
+    "tensorstore + cupy.asarray",
+    "kvikio.zarr.GDSStore + zarr enable_gpu()",
+    "ceiling: kvikio pread, 32 threads (compressed bytes)",
+    "ceiling: nvCOMP batched zstd decode, 512 chunks in one call, on device",
+    "this package's zstd kernels: batched zstd decode, 512 chunks in one call, on device",
+    "ceiling: pinned host-to-device copy",
+    "cold: ceiling: kvikio pread (compressed bytes)",
+    "cold: from_zarr_gpu().persist(), in-process, 16 threads",
+    "cold: from_zarr_gpu().persist(), 16 threads, read-slots=0",
+    "cold: from_zarr_gpu().persist(), 16 threads, coalesce-wait=None",
+]
+
+
+def each_rows(name: str, zstd: bool) -> list[str]:
+    return [
+        f"{name}: from_zarr_gpu().persist(), in-process, 16 threads",
+        f"{name}: same, cupy's pool kept between passes",
+        *([f"{name}: same, zstd-decoder=nvcomp"] if zstd else []),
+        f"{name}: same, host-read-below=0",
+        f"{name}: same, coalesce-tasks=0",
+        f"{name}: same, coalesce-wait=None",
+        f"{name}: same, staging=host",
+        f"{name}: same, coalesce-decodes=False",
+        f"{name}: zarr-python enable_gpu()",
+        f"{name}: zarr-python (CPU) + cupy.asarray",
+    ]
+
+
+DERIVED = ["cold_read_x_ratio", "speedup_vs_zarr_enable_gpu", "fraction_of_nvcomp_ceiling", "cold_fraction"]
+
+
+def test_the_row_table_is_well_formed():
+    kinds = set(bench_run.MEASURES) | set(rows.COLD_KINDS)
+    assert kinds == set(rows.KINDS)
+    for row in rows.ROWS:
+        assert row.dataset in datasets.DATASETS or row.dataset == rows.EACH, row
+        assert row.kind in rows.KINDS, row
+        assert row.skip is None or row.skip in rows.SKIP_KEYS, row
+        assert row.threads == "T" or row.threads.removesuffix("T").isdigit(), row
+        assert not row.zstd_only or row.dataset == rows.EACH, row
+        for key in row.settings:  # every setting a key of the package's configuration
+            assert key in config.DEFAULTS, (row, key)
+        if row.kind == "ceiling-decode":
+            assert row.settings["zstd-decoder"] in ("nvcomp", "blocks"), row
+    for settings in rows.TASK_PEAKS:
+        assert all(key in config.DEFAULTS for key in settings)
+    assert {row.skip for row in rows.ROWS} - {None} == set(rows.SKIP_KEYS)  # every key leaves rows out
+    assert next(row.kind for row in rows.ROWS if row.kind in rows.COLD_KINDS) == "cold-ceiling"
+    names = [row.title(16, "host", name, chunks=512, kvikio_threads=32) for row, name in _plan("ABCD")]
+    assert len(names) == len(set(names))
+
+
+def _plan(names, skip=()):
+    zstd = {n: datasets.DATASETS[n].zstd for n in names}
+    return list(rows.plan(list(names), set(skip), zstd))
+
+
+def test_skip_keys_and_zstd_rows():
+    everything = _plan("ABD")
+    some = _plan("ABD", {"cold", "checksum", "cluster"})
+    left = [r for r, _ in everything if (r, _) not in some]
+    assert {r.skip for r in left} == {"cold", "checksum", "cluster"}
+    assert not [r for r, name in some if name == "K" or r.kind in rows.COLD_KINDS]
+    nvcomp = [name for r, name in everything if r.dataset == rows.EACH and r.zstd_only]
+    assert nvcomp == ["B"]  # D is blosc lz4: nvCOMP's zstd decoder has nothing to read
+    steps = bench_run._steps(everything)
+    cold = [s for s in steps if s[0][0].kind in rows.COLD_KINDS]
+    assert len(cold) == 1 and len(cold[0]) == 4 and all(len(s) == 1 for s in steps if s not in cold)
+
+
+class _Run(bench_run.GpuRun):
+    """The GPU run with its datasets and measures stood in for: what it records, under which names."""
+
+    def dataset(self, name):
+        return types.SimpleNamespace(name=name, files=["f"] * 512, nbytes=3 * 10**9, stored=10**9)
+
+
+def test_the_gpu_run_records_every_row_under_its_name(monkeypatch, capsys):
+    if config.get("staging") != "device":
+        pytest.skip("the names below assume the default staging")
+    measured = []
+
+    def fake(run, row, name):
+        measured.append((row.kind, name, dict(row.resolved(run.staging))))
+        if row.kind == "tensorstore":
+            raise bench_run.Unavailable("tensorstore not installed: skipped")
+        if row.may_fail and name == "D":
+            raise RuntimeError("cannot read blosc")
+        return 0.5, 10**9
+
+    monkeypatch.setattr(bench_run, "MEASURES", dict.fromkeys(bench_run.MEASURES, fake))
+    monkeypatch.setattr(
+        bench_run, "_cold_seconds", lambda run, d, group: {run.title(r, n): 1.0 for r, n in group}
+    )
+    monkeypatch.setattr(bench_run, "free_device", lambda: None)
+    monkeypatch.setattr(ceilings, "kvikio_threads", lambda: 32)
+    args = argparse.Namespace(threads=16, repeat=3, cold_repeat=9, datasets="A,B,C,D", skip="")
+    run = _Run(args)
+    bench_run.measure(run, *bench_run.choices(args))
+    want = [
+        *(n for n in A_ROWS if n != "tensorstore + cupy.asarray"),
+        "cold_read_x_ratio",
+        *each_rows("B", True),
+        *each_rows("C", True),
+        *(n for n in each_rows("D", False) if "zarr-python" not in n),
+        *DERIVED[1:],
+    ]
+    assert list(run.results) == want
+    out = capsys.readouterr().out
+    assert "tensorstore not installed: skipped" in out and "D: zarr-python enable_gpu() failed: cannot" in out
+    assert run.results["cold_read_x_ratio"] == pytest.approx(3.0 * 1.0 / 1.0)  # 1 GB/s of bytes stored 3x
+    assert ("persist", "A", {"staging": "host"}) in measured  # the other staging, resolved
+    assert json.dumps(run.results)
+
+
+def test_unknown_datasets_and_skip_keys_are_refused():
+    args = argparse.Namespace(datasets="A,E", skip="")
+    with pytest.raises(SystemExit, match="unknown datasets"):
+        bench_run.choices(args)
+    with pytest.raises(SystemExit, match="unknown --skip keys"):
+        bench_run.choices(argparse.Namespace(datasets="A", skip="cold,colt"))
+
+
+def test_datasets_lie_beside_a_and_are_written_as_described(tmp_path):
+    base = str(tmp_path / "a.zarr")
+    assert datasets.path("A", base) == base and datasets.path("D", base) == base + "-D"
+    b = datasets.write("B", base, gib=0.05)
+    assert b.chunks == (1, 1 << 16) and b.nbytes <= 0.05 * 2**30 / 4  # 256 KiB chunks, a quarter of A
+    d = datasets.write("D", base, gib=0.01)
+    assert d.metadata.zarr_format == 2 and "blosc" in str(d.compressors).lower()
+    k = datasets.write("K", base, gib=0.01)
+    assert k.compressors[0].checksum
+    files = datasets.chunk_files(base + "-B")
+    assert len(files) == b.nchunks and not [f for f in files if f.endswith(("zarr.json", ".zarray"))]
+    assert datasets.main(["B", "--path", base, "--gib", "0.05"]) == 0  # complete: reused
+    with pytest.raises(ValueError, match="unknown dataset"):
+        datasets.write("E", base)
+
+
+def test_the_bench_imports_without_gpu_libraries():
+    code = (
+        "import sys\n"
+        "for m in ('cupy', 'kvikio', 'nvidia', 'dask_cuda'): sys.modules[m] = None\n"
+        "from zarr_dask_gpu.bench import ceilings, datasets, rows, run, timing\n"
+        "from zarr_dask_gpu.gpu import phases\n"
+        "print(len(rows.ROWS))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert int(out.stdout) == len(rows.ROWS)
+
+
+def _names(module: str) -> set[str]:
+    """The names a module of the package defines at its top level."""
+    path = ROOT / (module.replace(".", "/") + ".py")
+    if not path.exists():
+        path = ROOT / module.replace(".", "/") / "__init__.py"
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            out |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    if path.name == "__init__.py":
+        out |= {p.stem for p in path.parent.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+    return out
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "benchmarks").glob("*.py")))
+def test_benchmark_scripts_use_the_package_s_public_names(script):
+    # the scripts run on GPU hosts only: here, at least every name they take from the package exists,
+    # and none is private (a private one changes without notice)
+    tree = ast.parse((ROOT / "benchmarks" / script).read_text())
+    taken = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("zarr_dask_gpu"):
+            for alias in node.names:
+                assert not alias.name.startswith("_"), (node.module, alias.name)
+                assert alias.name in _names(node.module), (node.module, alias.name)
+                taken[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in taken:
+            assert not node.attr.startswith("_"), f"{taken[node.value.id]}.{node.attr}"

@@ -1,0 +1,117 @@
+"""The bench's datasets (the performance issue's A, B, C, D, and K): what each is, where it lies
+beside dataset A's path, and how it is written (``sample.write_sample``; reused when complete).
+
+    python3 -m zarr_dask_gpu.bench.datasets B C D   # writes them beside /tmp/bench-a.zarr
+"""
+
+import argparse
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..sample import write_sample
+
+DEFAULT_PATH = "/tmp/bench-a.zarr"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One dataset: ``fraction`` of ``--gib``, chunks of ``chunk_bytes`` (None: ``--chunk-mib``), at
+    ``--path`` with ``suffix`` appended; ``options`` makes ``write_sample``'s other keywords (codec
+    objects are made when the dataset is written)."""
+
+    name: str
+    about: str
+    suffix: str = ""
+    fraction: float = 1.0
+    chunk_bytes: int | None = None
+    zstd: bool = True  # its chunks are zstd frames (nvCOMP's zstd decoder can read them)
+    options: Callable[[], dict[str, Any]] = field(default=dict)
+
+
+def _blosc_lz4() -> dict[str, Any]:
+    import numcodecs
+
+    return {"zarr_format": 2, "compressors": numcodecs.Blosc("lz4", shuffle=numcodecs.Blosc.SHUFFLE)}
+
+
+def _zstd_checksums() -> dict[str, Any]:
+    from zarr.codecs import ZstdCodec
+
+    return {"compressors": ZstdCodec(checksum=True)}
+
+
+DATASETS = {
+    d.name: d
+    for d in (
+        Dataset("A", "float32 in --chunk-mib chunks (8 MiB: about 2.6 MB zstd each), zarr v3"),
+        Dataset("B", "a quarter of A's size in 256 KiB chunks: many small files", "-B", 0.25, 256 << 10),
+        Dataset(
+            "C",
+            "1 MiB chunks in 256 MiB shards",
+            "-C",
+            1.0,
+            1 << 20,
+            options=lambda: {"shard_bytes": 256 << 20},
+        ),
+        Dataset(
+            "D", "zarr v2, blosc lz4 with byte shuffle, 8 MiB chunks", "-D", 1.0, 8 << 20, False, _blosc_lz4
+        ),
+        Dataset(
+            "K",
+            "A's data and chunks, each zstd frame with its content checksum (XXH64)",
+            "-K",
+            1.0,
+            options=_zstd_checksums,
+        ),
+    )
+}
+# the CPU run's: A's kind, an eighth of --gib
+CPU = Dataset("cpu", "float32 in --chunk-mib chunks, an eighth of --gib (the CPU run)", "-cpu", 1 / 8)
+
+
+def path(name: str, base: str = DEFAULT_PATH) -> str:
+    """Where dataset ``name`` lies when A lies at ``base``."""
+    return base + _get(name).suffix
+
+
+def write(name: str, base: str = DEFAULT_PATH, gib: float = 4.0, chunk_mib: int = 8) -> Any:
+    """Dataset ``name`` as a zarr array, written first unless a complete one is there."""
+    d = _get(name)
+    nbytes = int(int(gib * 2**30) * d.fraction)
+    chunk = d.chunk_bytes if d.chunk_bytes is not None else chunk_mib << 20
+    return write_sample(path(name, base), nbytes, chunk, **d.options())
+
+
+def chunk_files(store: str) -> list[str]:
+    """Every chunk (or shard) file of an array: all files but its metadata documents."""
+    out = []
+    for root, _, files in os.walk(store):
+        out += [os.path.join(root, f) for f in files if not f.startswith(".z") and f != "zarr.json"]
+    return sorted(out)
+
+
+def _get(name: str) -> Dataset:
+    if name == CPU.name:
+        return CPU
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}: {', '.join(DATASETS)}")
+    return DATASETS[name]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="write the bench's datasets (reused when complete)")
+    p.add_argument("names", nargs="+", choices=list(DATASETS))
+    p.add_argument("--path", default=DEFAULT_PATH, help="dataset A's path; the others lie beside it")
+    p.add_argument("--gib", type=float, default=4.0)
+    p.add_argument("--chunk-mib", type=int, default=8)
+    args = p.parse_args(argv)
+    for name in args.names:
+        a = write(name, args.path, args.gib, args.chunk_mib)
+        print(f"{name}: {path(name, args.path)} {a.shape} chunks {a.chunks} shards {a.shards}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

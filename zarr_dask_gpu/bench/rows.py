@@ -1,0 +1,195 @@
+"""The GPU bench's rows as data: each row's name (its key in ``--json``), the settings its passes run
+under, its dataset, how it is measured and the ``--skip`` key that leaves it out. ``run.py`` reads the
+table; docs and earlier results name the rows by these strings, so a name changes only with its
+measurement.
+
+Names are templates: ``{threads}`` is the row's thread count, ``{label}`` its settings as
+``key=value, ...``, ``{dataset}`` its dataset, ``{kvikio_threads}`` kvikio's thread count and
+``{chunks}`` the dataset's chunk files. ``OTHER_STAGING`` stands for the ``staging`` setting that is
+not the default, for a row beside the default's.
+"""
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+OTHER_STAGING = "<the other staging>"
+EACH = "each"  # a row of every dataset of --datasets but A, in turn
+# how rows are measured (run.py's MEASURES): a from_zarr_gpu persist with cupy's pool emptied after
+# each pass or kept, on a one-worker LocalCUDACluster, the peers, the ceilings; cold rows run in turns
+KINDS = (
+    "persist",
+    "kept",
+    "cluster",
+    "zarr-gpu",
+    "zarr-cpu",
+    "dask",
+    "tensorstore",
+    "gds",
+    "ceiling-read",
+    "ceiling-decode",
+    "ceiling-h2d",
+    "cold",
+    "cold-ceiling",
+)
+COLD_KINDS = ("cold", "cold-ceiling")  # interleaved, the page cache dropped before every pass
+SKIP_KEYS = ("cluster", "zarr-gpu", "dask", "tensorstore", "gds", "cold", "checksum")
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    kind: str = "persist"
+    settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    dataset: str = "A"
+    skip: str | None = None
+    threads: str = "T"  # "T": --threads; "2T": twice that; "4": four
+    repeat: int | None = None  # passes timed (median); None: --repeat (--cold-repeat for cold rows)
+    zstd_only: bool = False  # of EACH: only datasets whose chunks are zstd
+    may_fail: bool = False  # a peer that cannot read the dataset is a result (printed), not a crash
+
+    def thread_count(self, threads: int) -> int:
+        if self.threads.endswith("T"):
+            return int(self.threads[:-1] or 1) * threads
+        return int(self.threads)
+
+    def resolved(self, other_staging: str) -> dict[str, Any]:
+        """Its settings, ``OTHER_STAGING`` replaced by ``other_staging``."""
+        return {k: other_staging if v == OTHER_STAGING else v for k, v in self.settings.items()}
+
+    def title(self, threads: int, other_staging: str, dataset: str | None = None, **fields: Any) -> str:
+        """Its name for a run with ``--threads threads`` (on ``dataset``, for an ``EACH`` row)."""
+        return self.name.format(
+            threads=self.thread_count(threads),
+            label=label(self.resolved(other_staging)),
+            dataset=dataset or self.dataset,
+            **fields,
+        )
+
+
+def label(settings: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in settings.items())
+
+
+def _s(**settings: Any) -> Mapping[str, Any]:
+    """Settings as written in dask's config: ``decode_call_bytes`` is ``decode-call-bytes``."""
+    return MappingProxyType({k.replace("_", "-"): v for k, v in settings.items()})
+
+
+DEFAULT = "from_zarr_gpu().persist(), in-process, {threads} threads"
+OURS = "from_zarr_gpu().persist(), {threads} threads, {label}"
+ZARR_GPU = "zarr-python enable_gpu()"
+NVCOMP_CEILING = "ceiling: nvCOMP batched zstd decode, {chunks} chunks in one call, on device"
+COLD_DEFAULT = "cold: from_zarr_gpu().persist(), in-process, {threads} threads"
+COLD_CEILING = "cold: ceiling: kvikio pread (compressed bytes)"
+
+
+def _blocks(block: str, calls: str | None, threads: str = "T") -> Row:
+    """Other block sizes (``gpu-min-blocks`` 1 lets an array of any size have them)."""
+    return Row(
+        f"from_zarr_gpu().persist(), {{threads}} thr, {block} blocks, calls {calls or 'whole'}",
+        settings=_s(block_size=block, gpu_min_blocks=1, decode_call_bytes=calls),
+        threads=threads,
+        repeat=2,
+    )
+
+
+ROWS: tuple[Row, ...] = (
+    Row(DEFAULT),
+    # every row empties cupy's pool after each pass, so a pass allocates all it uses; a worker that
+    # keeps its pool (or an RMM pool) does not: the same read with the pool's memory kept
+    Row("same, cupy's pool kept between passes", "kept"),
+    # the techniques, each switched off in turn (docs/performance.md)
+    *(
+        Row(OURS, settings=s, repeat=2)
+        for s in (
+            _s(zstd_decoder="nvcomp"),  # a frame per thread block, as before this package's zstd kernels
+            _s(decode_call_bytes="128MiB"),
+            _s(decode_call_bytes="64MiB"),
+            _s(read_slots=0),
+            _s(read_slots=4, coalesce_tasks=4),  # the defaults before 1 GiB blocks
+            _s(coalesce_tasks=0),
+            _s(coalesce_wait=None),
+            _s(staging=OTHER_STAGING),
+            _s(coalesce_decodes=False),  # each task's nvCOMP calls its own, as before coalescing
+        )
+    ),
+    # other block sizes: more, smaller tasks than threads (reads of later tasks overlap decodes of
+    # earlier ones; 256 MiB was the default before 1 GiB beat it: 25.3 vs 22.1 GB/s on A), fewer and
+    # larger calls (2 and 4 GiB ask whether one call of all 512 chunks nears the decode ceiling),
+    # and bounded memory: a task's nvCOMP scratch about 1.5x its block, kept busy by twice the
+    # threads; or 0.76x with 1 GiB blocks in calls of 32 chunks, which keeps as many chunks in flight
+    # as the default once the array gives every thread a 1 GiB block (--gib 16 and more)
+    _blocks("128MiB", None),
+    _blocks("256MiB", None),
+    _blocks("2GiB", None),
+    _blocks("4GiB", None),
+    _blocks("128MiB", "64MiB", "2T"),
+    _blocks("1GiB", "256MiB"),
+    # the cost of verifying zstd content checksums on the device
+    *(
+        Row(
+            "K (A with zstd checksums): persist(), {label}",
+            settings=_s(verify_checksums=v),
+            dataset="K",
+            skip="checksum",
+        )
+        for v in (True, False)
+    ),
+    *(Row(DEFAULT, threads=t, repeat=2) for t in ("1", "4", "8")),
+    Row("from_zarr_gpu().persist(), LocalCUDACluster 1 worker, {threads} thr", "cluster", skip="cluster"),
+    Row(ZARR_GPU, "zarr-gpu", skip="zarr-gpu", repeat=1),
+    Row("dask.array.from_zarr + cupy.asarray (threads)", "dask", skip="dask", repeat=1),
+    Row("tensorstore + cupy.asarray", "tensorstore", skip="tensorstore", repeat=1),
+    Row("kvikio.zarr.GDSStore + zarr enable_gpu()", "gds", skip="gds", repeat=1),
+    # ceilings, on the same chunk files
+    Row("ceiling: kvikio pread, {kvikio_threads} threads (compressed bytes)", "ceiling-read"),
+    Row(NVCOMP_CEILING, "ceiling-decode", _s(zstd_decoder="nvcomp")),
+    Row(
+        "this package's zstd kernels: batched zstd decode, {chunks} chunks in one call, on device",
+        "ceiling-decode",
+        _s(zstd_decoder="blocks"),
+    ),
+    Row("ceiling: pinned host-to-device copy", "ceiling-h2d"),
+    # cold: the page cache dropped for the dataset's files before each pass, untimed
+    Row(COLD_CEILING, "cold-ceiling", skip="cold"),
+    Row(COLD_DEFAULT, "cold", skip="cold"),
+    *(Row(f"cold: {OURS}", "cold", s, skip="cold") for s in (_s(read_slots=0), _s(coalesce_wait=None))),
+    # every other dataset of --datasets: ours, the techniques that matter there, zarr-python
+    Row("{dataset}: " + DEFAULT, dataset=EACH),
+    Row("{dataset}: same, cupy's pool kept between passes", "kept", dataset=EACH),
+    *(
+        Row("{dataset}: same, {label}", settings=s, dataset=EACH, zstd_only=z)
+        for s, z in (
+            (_s(zstd_decoder="nvcomp"), True),  # nvCOMP's decoder, for trusted data only
+            (_s(host_read_below=0), False),  # kvikio preads only
+            (_s(coalesce_tasks=0), False),  # joined calls of every task then decoding, as before
+            (_s(coalesce_wait=None), False),  # a task's call waits for its partner's however long
+            (_s(staging=OTHER_STAGING), False),
+            (_s(coalesce_decodes=False), False),  # each task's nvCOMP calls its own
+        )
+    ),
+    Row("{dataset}: " + ZARR_GPU, "zarr-gpu", dataset=EACH, repeat=1, may_fail=True),
+    Row("{dataset}: zarr-python (CPU) + cupy.asarray", "zarr-cpu", dataset=EACH, repeat=1, may_fail=True),
+)
+# a task's peak device memory over its block (cupy pool high-water from an empty pool), per settings
+TASK_PEAKS: tuple[Mapping[str, Any], ...] = (_s(staging=OTHER_STAGING), _s(zstd_decoder="nvcomp"), _s())
+
+
+def task_peak_key(settings: Mapping[str, Any]) -> str:
+    return "task_peak_over_block" + (f", {label(settings)}" if settings else "")
+
+
+def plan(datasets: Sequence[str], skip: set[str], zstd: Mapping[str, bool]) -> Iterator[tuple[Row, str]]:
+    """The rows a run measures, in order, with their datasets: the rows of A (and K), then those of
+    ``EACH`` for every other dataset named (``zstd`` says whose chunks are zstd); none of ``skip``."""
+    for row in ROWS:
+        if row.dataset != EACH and row.skip not in skip:
+            yield row, row.dataset
+    for name in datasets:
+        if name == "A":
+            continue
+        for row in ROWS:
+            if row.dataset == EACH and row.skip not in skip and (zstd[name] or not row.zstd_only):
+                yield row, name

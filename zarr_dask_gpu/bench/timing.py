@@ -1,0 +1,114 @@
+"""One set of timing helpers for the bench and the scripts in ``benchmarks/``: timed passes, passes
+in turns, the page cache warmed or dropped, and the GPU's passes (persist, device idle, pool freed).
+cupy is imported only by the helpers that use the device."""
+
+import os
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+
+def timed(
+    fn: Callable[[], Any],
+    repeat: int,
+    before: Callable[[], Any] | None = None,
+    *,
+    warmup: int = 0,
+    pick: Callable[[Sequence[float]], float] = statistics.median,
+) -> float:
+    """The median (or ``pick``) seconds of ``repeat`` calls of ``fn``, each after an untimed
+    ``before()``, following ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        if before is not None:
+            before()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return pick(times)
+
+
+def interleaved(
+    fns: dict[str, Callable[[], Any]], repeat: int, before: Callable[[], Any]
+) -> dict[str, float]:
+    """The median seconds of each of ``fns`` over ``repeat`` rounds, each round calling every one
+    in turn after an untimed ``before()``: a storage whose speed drifts over the run (cold reads)
+    then drifts under all of them alike."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            times[name].append(timed(fn, 1, before))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def settings(values: Mapping[str, Any]) -> Any:
+    """The package's settings ``values`` (keys as in its docs, without ``zarr_dask_gpu.``), for a
+    ``with`` block around passes (and the graphs they run, for settings read as a graph is made)."""
+    import dask
+
+    return dask.config.set({f"zarr_dask_gpu.{k}": v for k, v in values.items()})
+
+
+def warm_cache(files: Sequence[str]) -> None:
+    """Bring the files into the page cache, written to disk first: a dataset this run just wrote
+    would otherwise be written back while the warm rows are timed, by the kernel's flusher threads."""
+    for f in files:
+        with open(f, "rb") as fh:
+            os.fsync(fh.fileno())
+            while fh.read(64 << 20):
+                pass
+
+
+def drop_cache(files: Sequence[str]) -> None:
+    """Evict the files' pages from the page cache (no root needed; written first, as only clean
+    pages are evicted: a dataset the same run wrote may not be on disk yet)."""
+    for f in files:
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def sync_device() -> None:
+    """Wait until the current device is idle."""
+    import cupy as cp
+
+    cp.cuda.Device().synchronize()
+
+
+def free_device() -> None:
+    """The device idle, then cupy's pool emptied: the next pass allocates all it uses."""
+    import cupy as cp
+
+    cp.cuda.Device().synchronize()
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+def persisting(arr: Any, threads: int, free: Callable[[], None] = free_device) -> Callable[[], None]:
+    """A body to time: ``arr`` persisted on ``threads`` threads, waited for, dropped, ``free()``."""
+
+    def run() -> None:
+        y = arr.persist(scheduler="threads", num_workers=threads)
+        sync_device()
+        del y
+        free()
+
+    return run
+
+
+def device_seconds(fn: Callable[..., Any], *args: Any, repeat: int = 5) -> float:
+    """The median seconds of ``repeat`` calls of ``fn(*args)`` after a warm-up call (kernel compiles,
+    pools), the device idle before and after each, so that no earlier work is counted in and no
+    launched work is left out."""
+    fn(*args)
+
+    def once() -> None:
+        fn(*args)
+        sync_device()
+
+    return timed(once, repeat, sync_device)
