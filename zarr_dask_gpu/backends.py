@@ -6,7 +6,6 @@ assembles them. The GPU backend lives in ``gpu/`` and is imported only when aske
 """
 
 import contextlib
-import enum
 import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -23,16 +22,8 @@ from .plan import ChunkPiece
 from .storage import locate
 
 
-class Slot(enum.Enum):
-    PLACED = "placed"
-    """A chunk whose part of the block is already in it (``Backend.decode``'s ``out``)."""
-
-
-PLACED = Slot.PLACED
-
-
 class Backend(Protocol):
-    """Reads and decodes the chunks of a block into arrays that live where the backend says."""
+    """Reads and decodes the chunks of blocks into the blocks, in memory where the backend says."""
 
     @property
     def xp(self) -> Any:
@@ -43,24 +34,17 @@ class Backend(Protocol):
         """Held while a task decodes and assembles (the GPU backend's CUDA stream)."""
         ...
 
-    def decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: Any) -> list[Any | None]:
-        """Each piece's whole chunk as an array of the chunk's shape, None if it is missing, or
-        ``PLACED`` if its part is already in ``out`` (the C-order block, of this backend's array
-        module): decoded straight there where the chunk lies whole and contiguous
-        (``plan.direct_offsets``), or copied there by the backend itself.
+    def decode_many(self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], Any]]) -> list[list[bool]]:
+        """Put each stored chunk's part of each block ``(info, pieces, out)`` into ``out`` (the
+        C-order block, of this backend's array module), of one array or several at once: a backend
+        may batch their reads and decodes together, and decode a chunk straight into ``out`` where
+        it lies whole and contiguous there (``plan.direct_offsets``).
 
-        Raises
-        ------
-        ChunkDecodeError
-            A chunk is damaged; the message names its key.
-        """
-        ...
-
-    def decode_many(
-        self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], Any]]
-    ) -> list[list[Any | None]]:
-        """``decode`` of several blocks ``(info, pieces, out)`` at once, of one array or several; a
-        backend may batch their reads and decodes together.
+        Returns
+        -------
+        stored
+            Per block, per piece: whether its chunk is stored (False: missing, ``out`` untouched
+            there, for the caller's fill value).
 
         Raises
         ------
@@ -81,19 +65,20 @@ class CpuBackend:
     def context(self) -> Iterator[None]:
         yield
 
-    def decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: np.ndarray) -> list[Slot | None]:
-        def put(i: int, chunk: np.ndarray) -> Slot:  # on the pool's threads: copies in parallel
+    def _decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: np.ndarray) -> list[bool]:
+        def put(i: int, chunk: np.ndarray) -> bool:  # on the pool's threads: copies in parallel
             out[pieces[i].block_sel] = chunk[pieces[i].chunk_sel]
-            return PLACED
+            return True
 
-        return host_decoded(info, pieces, locate(info, [p.coords for p in pieces]), put, parallel=True)
+        ranges = locate(info, [p.coords for p in pieces])
+        return [c is not None for c in host_decoded(info, pieces, ranges, put, parallel=True)]
 
     def decode_many(
         self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], np.ndarray]]
-    ) -> list[list[Slot | None]]:
+    ) -> list[list[bool]]:
         if containment.injected(blocks):  # test-only: the GPU path's fault, simulated (testing-fault-keys)
             raise containment.simulated_fault(blocks)
-        return [self.decode(*block) for block in blocks]  # each block's chunks are already parallel
+        return [self._decode(*block) for block in blocks]  # each block's chunks are already parallel
 
 
 def host_decoded[R](

@@ -8,7 +8,7 @@ import numpy as np
 from dask.array.slicing import normalize_index
 
 from . import containment
-from .backends import PLACED, Backend, CpuBackend
+from .backends import Backend, CpuBackend
 from .device import Device
 from .errors import BlockMemoryError, MissingChunkError
 from .gpu import phases
@@ -67,25 +67,23 @@ def _read_regions(
             xp.empty(shape, dtype=info.dtype) for (info, _, _), shape in zip(boxes, shapes, strict=True)
         ]
         wanted = [k for k, ps in enumerate(pieces) if ps]
-        decoded = backend.decode_many([(boxes[k][0], pieces[k], outs[k]) for k in wanted])
+        stored = backend.decode_many([(boxes[k][0], pieces[k], outs[k]) for k in wanted])
         with phases.record("assemble"):
-            for k, chunks in zip(wanted, decoded, strict=True):
-                _assemble(boxes[k][0], pieces[k], chunks, outs[k], strict)
+            for k, present in zip(wanted, stored, strict=True):
+                _fill_missing(boxes[k][0], pieces[k], present, outs[k], strict)
             for k in set(range(len(boxes))) - set(wanted):  # an empty box
                 outs[k][...] = boxes[k][0].fill_value
         return outs
 
 
-def _assemble(info: ArrayInfo, pieces: list, chunks: list, out: Any, strict: bool) -> None:
-    missing = [p for p, c in zip(pieces, chunks, strict=True) if c is None]
+def _fill_missing(info: ArrayInfo, pieces: list, present: list[bool], out: Any, strict: bool) -> None:
+    """The fill value where a chunk is missing, or ``MissingChunkError`` when ``strict``."""
+    missing = [p for p, stored in zip(pieces, present, strict=True) if not stored]
     if missing and strict:
         c = missing[0].coords
         raise MissingChunkError(info.location, info.chunk_key(c), info.chunk_label(c) + "chunk is missing")
-    for piece, chunk in zip(pieces, chunks, strict=True):
-        if chunk is None:
-            out[piece.block_sel] = info.fill_value
-        elif chunk is not PLACED:
-            out[piece.block_sel] = chunk[piece.chunk_sel]
+    for piece in missing:
+        out[piece.block_sel] = info.fill_value
 
 
 def region_of(index: Any, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tuple]:

@@ -12,7 +12,7 @@ import cupy as cp
 import numpy as np
 
 from .. import config
-from ..backends import Slot, host_decoded
+from ..backends import host_decoded
 from ..codecs import compressions
 from ..io import Staged, host_reader
 from ..metadata import ArrayInfo
@@ -28,8 +28,6 @@ from .streams import task_stream
 # per task thread: the staging buffers its stream reads, kept until the task's wait (cupy's pool of
 # pinned host memory, unlike its device pool, is not stream-ordered)
 _held = threading.local()
-
-Chunks = list[cp.ndarray | Slot | None]
 
 
 class GpuBackend:
@@ -55,35 +53,29 @@ class GpuBackend:
         finally:
             _held.buffers = []
 
-    def decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: cp.ndarray) -> Chunks:
-        """Device arrays of each piece's whole chunk (None where it is missing), or ``PLACED``: when
-        every present chunk can (whole and contiguous in the block, a plain chain, aligned offsets),
-        they decode straight into the block ``out`` and no scratch of its size is needed."""
-        return self.decode_many([(info, pieces, out)])[0]
-
     def decode_many(
         self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], cp.ndarray]]
-    ) -> list[Chunks]:
-        """``decode`` of several blocks (of one array or several) at once: the local chunks of all
+    ) -> list[list[bool]]:
+        """Each stored chunk's part of each block ``(info, pieces, out)`` put into ``out``, and per
+        piece whether its chunk is stored (``Backend.decode_many``). The local chunks of all blocks
         are read in one batch of preads, and their chunks of one compression checked and decoded in
-        one batch (``load_state_dict`` reads many tensors in one task so)."""
+        one batch (``load_state_dict`` reads many tensors in one task so); where every present chunk
+        of a block can (whole and contiguous in it, a plain chain, aligned offsets), they decode
+        straight into the block and no scratch of its size is needed."""
         # CUDA errors name these blocks' chunks (and the test hook's fault); coalescing: a member
         with faults.batch(blocks), joined.member():
             return self._decode_many(blocks)
 
     def _decode_many(
         self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], cp.ndarray]]
-    ) -> list[Chunks]:
-        results: list[Chunks | None] = [None] * len(blocks)
+    ) -> list[list[bool]]:
+        results: list[list[bool] | None] = [None] * len(blocks)
         staged: dict[int, Staged] = {}
         local: dict[int, list[int]] = {}  # by header bytes to skip: local blocks read in one batch
-        for k, (info, pieces, _) in enumerate(blocks):
+        for k, (info, pieces, out) in enumerate(blocks):
             chain = info.chain.gpu
             if chain is None:  # a chain the GPU cannot decode: zarr-python on the host, then copied
-                ranges = _locate(info, pieces)
-                results[k] = host_decoded(
-                    info, pieces, ranges, lambda _, chunk: cp.asarray(chunk), parallel=False
-                )
+                results[k] = _on_host(info, pieces, out)
             elif info.remote:
                 staged[k] = self._read_remote(info, pieces, compressions.get(chain.compression).skip)
             else:
@@ -103,7 +95,7 @@ class GpuBackend:
         for (compression, _), group in merged.items():
             self._decode_merged(compression, group)
         for k, b in batches.items():
-            results[k] = b.result()
+            results[k] = b.assemble()
         return results  # type: ignore[return-value]  # every block has its result now
 
     def _read_local(
@@ -255,6 +247,16 @@ class GpuBackend:
             ready=ready,
         )
         return joined.decode(compression, batch)
+
+
+def _on_host(info: ArrayInfo, pieces: Sequence[ChunkPiece], out: cp.ndarray) -> list[bool]:
+    """A chain the GPU cannot decode: zarr-python on the host, each chunk's part copied into ``out``."""
+
+    def put(i: int, chunk: np.ndarray) -> bool:
+        out[pieces[i].block_sel] = cp.asarray(chunk)[pieces[i].chunk_sel]
+        return True
+
+    return [c is not None for c in host_decoded(info, pieces, _locate(info, pieces), put, parallel=False)]
 
 
 def _locate(info: ArrayInfo, pieces: Sequence[ChunkPiece]) -> list:

@@ -7,7 +7,6 @@ import cupy as cp
 import numpy as np
 
 from .. import config
-from ..backends import PLACED, Slot
 from ..codecs.chain import GpuChain
 from ..codecs.logical import logical_chunk
 from ..errors import ChunkDecodeError
@@ -28,8 +27,8 @@ class Batch:
 
     Attributes
     ----------
-    info, pieces, chain
-        The array, the block's chunk pieces and the array's GPU chain.
+    info, pieces, out, chain
+        The array, the block's chunk pieces, the block and the array's GPU chain.
     buffer
         The staging buffer the chunks were read into.
     present
@@ -46,6 +45,7 @@ class Batch:
 
     info: ArrayInfo
     pieces: Sequence[ChunkPiece]
+    out: cp.ndarray
     chain: GpuChain
     buffer: cp.ndarray
     present: np.ndarray
@@ -71,7 +71,7 @@ class Batch:
         offsets, sizes = staged.offsets[present], staged.sizes[present]
         none = np.zeros(0, dtype=np.int64)
         if not len(present):
-            return cls(info, pieces, chain, staged.buffer, present, none, none, None, none, False)
+            return cls(info, pieces, out, chain, staged.buffer, present, none, none, None, none, False)
         expected = expected_bytes(info, chain)
         if chain.crc32c:  # the last 4 bytes are a crc32c of the rest: verify, then leave them out
             _raise_first(
@@ -88,7 +88,9 @@ class Batch:
             why = [(j, f"raw chunk has {sizes[j]} bytes, metadata says {expected}") for j in wrong]
             _raise_first(info, pieces, present, why)
             decoded, starts = aligned(staged.buffer, offsets, sizes, ALIGN)
-            return cls(info, pieces, chain, staged.buffer, present, offsets, sizes, decoded, starts, False)
+            return cls(
+                info, pieces, out, chain, staged.buffer, present, offsets, sizes, decoded, starts, False
+            )
         into = (  # where each present chunk lies whole in the block, if the chain allows it
             direct_offsets([pieces[int(i)] for i in present], out.shape, info.chunks, info.dtype.itemsize)
             if chain.decodes_in_place(info.dtype)
@@ -101,7 +103,7 @@ class Batch:
             step = -(-expected // _OUT_ALIGN) * _OUT_ALIGN
             starts = np.arange(len(present)) * step
             decoded = cp.empty(max(len(present) * step, 1), dtype=np.uint8)
-        return cls(info, pieces, chain, staged.buffer, present, offsets, sizes, decoded, starts, placed)
+        return cls(info, pieces, out, chain, staged.buffer, present, offsets, sizes, decoded, starts, placed)
 
     @property
     def expected(self) -> int:
@@ -119,22 +121,21 @@ class Batch:
         reasons), naming its key; nothing when ``bad`` is empty."""
         _raise_first(self.info, self.pieces, self.present, bad)
 
-    def result(self) -> list[cp.ndarray | Slot | None]:
-        """Each piece's chunk: ``PLACED``, a device array of the chunk, or None where it is missing."""
-        chunks: list[cp.ndarray | Slot | None] = [None] * len(self.pieces)
-        if self.decoded is None:  # no chunk is present
-            return chunks
-        n = self.expected
-        for j, i in enumerate(self.present):
-            lo = int(self.starts[j])
-            chunks[i] = (
-                PLACED
-                if self.placed
-                else logical_chunk(
+    def assemble(self) -> list[bool]:
+        """Each present chunk's part put into the block (unless it was decoded there); per piece,
+        whether its chunk is stored."""
+        if self.decoded is not None and not self.placed:
+            n = self.expected
+            for j, i in enumerate(self.present):
+                lo, piece = int(self.starts[j]), self.pieces[int(i)]
+                chunk = logical_chunk(
                     cp, self.decoded[lo : lo + n], self.info.chunks, self.info.dtype, self.chain
                 )
-            )
-        return chunks
+                self.out[piece.block_sel] = chunk[piece.chunk_sel]
+        stored = [False] * len(self.pieces)
+        for i in self.present:
+            stored[int(i)] = True
+        return stored
 
 
 def expected_bytes(info: ArrayInfo, chain: GpuChain) -> int:
