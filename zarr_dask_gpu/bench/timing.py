@@ -99,16 +99,3 @@ def persisting(arr: Any, threads: int, free: Callable[[], None] = free_device) -
         free()
 
     return run
-
-
-def device_seconds(fn: Callable[..., Any], *args: Any, repeat: int = 5) -> float:
-    """The median seconds of ``repeat`` calls of ``fn(*args)`` after a warm-up call (kernel compiles,
-    pools), the device idle before and after each, so that no earlier work is counted in and no
-    launched work is left out."""
-    fn(*args)
-
-    def once() -> None:
-        fn(*args)
-        sync_device()
-
-    return timed(once, repeat, sync_device)
