@@ -3,8 +3,8 @@
 import os
 
 # CUDA maps streams onto this many hardware queues (default 8); streams that share one wait for each
-# other's kernels, so with more task threads than queues a task's small check kernel waited behind
-# another task's 125 ms decode (H200, benchmarks/timeline.py). Read when a CUDA context is created.
+# other's kernels, so with more task threads than queues a task's small kernels wait behind another
+# task's long decode (docs/configuration.md). Read when a CUDA context is created.
 os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
 
 from . import config

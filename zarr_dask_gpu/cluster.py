@@ -17,8 +17,8 @@ def local_cluster(device: str = "auto", threads_per_worker: int = 16, **kwargs: 
     device
         "auto", "gpu" or "cpu", as in ``from_zarr_gpu``.
     threads_per_worker
-        Tasks a GPU worker runs at once; each thread decodes on its own CUDA stream (H200: 8 threads
-        read 10.9 GB/s, 16 read 15.8, docs/performance.md). CPU workers get one process with a
+        Tasks a GPU worker runs at once; each thread decodes on its own CUDA stream, so more threads
+        overlap more reads and decodes (docs/performance.md). CPU workers get one process with a
         thread per core.
     kwargs
         Passed to the cluster class.

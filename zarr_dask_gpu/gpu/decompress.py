@@ -1,11 +1,10 @@
 """Batched decompression through nvCOMP's C API (libnvcomp, through ctypes).
 
 nvCOMP's Python ``Codec`` sizes its scratch from the chunk sizes alone and keeps it for its next
-call: 3.05x the decoded bytes for A's 8 MiB zstd chunks, held per thread. The C API's query that
-reads the compressed data asks 1.49x (H200, nvCOMP 6.0.0, docs/design.md); here
-the scratch comes from the caller's allocator (cupy's pool, or RMM's through cupy) on the task's
-stream and goes back to it after the call, and nvCOMP's per-chunk statuses and decoded sizes come
-back for the caller to check. One call of A's 512 chunks decodes alike either way (135 ms).
+call, per thread; the C API's query reads the compressed data and asks about half as much
+(docs/design.md). Here the scratch comes from the caller's allocator (cupy's pool, or RMM's through
+cupy) on the task's stream and goes back to it after the call, and nvCOMP's per-chunk statuses and
+decoded sizes come back for the caller to check.
 """
 
 import ctypes

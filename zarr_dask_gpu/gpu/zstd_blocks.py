@@ -133,7 +133,7 @@ def launch(
     The frames' block headers are walked first and their counts read back (the stream is waited for,
     as nvCOMP's scratch query does), so that the scratch is sized from headers checked against the
     metadata: per block 10.3 KiB of tables, 8 bytes a sequence (every match is 3 bytes or more), the
-    literals; about 1.06x the decoded bytes for the benchmark's chunks, nvCOMP's query 1.49x.
+    literals (docs/design.md compares it with nvCOMP's query).
     """
     n = len(src)
     cols = cp.asarray(
