@@ -84,10 +84,13 @@ class GpuBackend:
                 results[k] = host_decoded(
                     info, pieces, ranges, lambda _, chunk: cp.asarray(chunk), parallel=False
                 )
-            elif info.remote:
-                staged[k] = self._read_remote(info, pieces, compressions.get(chain.compression).skip)
+                continue
+            skip = compressions.get(chain.compression).skip
+            reader = remote.device_reader(info)  # the store's choice: local files are batched
+            if reader == "cufile":
+                local.setdefault(skip, []).append(k)
             else:
-                local.setdefault(compressions.get(chain.compression).skip, []).append(k)
+                staged[k] = self._read_remote(info, pieces, skip, reader)
         for skip, group in local.items():
             staged.update(zip(group, self._read_local([blocks[k] for k in group], skip), strict=True))
         batches = {k: Batch.of(*blocks[k], staged[k]) for k in sorted(staged)}
@@ -122,10 +125,12 @@ class GpuBackend:
             at += n
         return out
 
-    def _read_remote(self, info: ArrayInfo, pieces: Sequence[ChunkPiece], skip: int) -> Staged:
+    def _read_remote(self, info: ArrayInfo, pieces: Sequence[ChunkPiece], skip: int, reader: str) -> Staged:
+        """A block of a store read by kvikio.RemoteFile ("kvikio"), or by its host reader and then
+        copied to the device ("fsspec"), as the store's ``device_reader`` named."""
         with read_slot():
             ranges = locate(info, [p.coords for p in pieces])
-            if remote.use_kvikio(info):
+            if reader == "kvikio":
                 return remote.KvikioRemoteReader(info).read(ranges, skip=skip, align=ALIGN)
             host = host_reader(info).read(ranges, skip=skip, align=ALIGN)  # fsspec
         return Staged(cp.asarray(host.buffer), host.offsets, host.sizes)
