@@ -16,7 +16,7 @@ import numpy as np
 from . import _preads
 from .metadata import ArrayInfo
 from .retry import as_oserror, retrying
-from .storage import Range, Read, coalesce, filesystem, native_threads
+from .storage import Range, Read, coalesce, native_threads
 
 
 @dataclass
@@ -195,8 +195,9 @@ def _pread_file(rd: Read, view: memoryview) -> None:
 
 
 def host_reader(info: ArrayInfo) -> HostReader:
-    """The host reader for ``info``'s store: POSIX preads, or fsspec range requests for a URL."""
-    return HostReader(filesystem(info) if info.remote else None)
+    """The host reader for ``info``'s store (``Store.host_reader``): POSIX preads, or fsspec range
+    requests for a URL."""
+    return info.store.host_reader()
 
 
 def _raise_failed(results: Any) -> Any:

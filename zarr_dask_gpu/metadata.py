@@ -3,18 +3,20 @@
 import functools
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import zarr
+import zarr.storage
 from dask.base import tokenize
 from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
-from zarr.storage import FsspecStore, LocalStore
 
 from .codecs.chain import ChainPlan, ShardLayout, classify, shard_layout
 from .errors import MetadataError, UnsupportedDtypeError
 from .extras import require
-from .retry import as_oserror, retrying, transient
+
+if TYPE_CHECKING:
+    from .stores import Store
 
 
 @dataclass(frozen=True, eq=False)
@@ -23,8 +25,9 @@ class ArrayInfo:
 
     Attributes
     ----------
-    root
-        Absolute path of the store's root folder, or its URL (``s3://``, ``http(s)://``).
+    store
+        Where the array's bytes are (``stores.LocalStore``, ``stores.FsspecStore``): chunk paths, shard
+        index reads and the readers of chunk ranges are the store's.
     path
         The array's path inside the store ("" for a store that is itself the array).
     shape, chunks
@@ -42,7 +45,7 @@ class ArrayInfo:
         The sharding layout when read units are inner chunks of shards, else None.
     """
 
-    root: str
+    store: "Store"
     path: str
     shape: tuple[int, ...]
     chunks: tuple[int, ...]
@@ -51,19 +54,21 @@ class ArrayInfo:
     metadata: ArrayV2Metadata | ArrayV3Metadata
     chain: ChainPlan
     shard: ShardLayout | None = None
-    storage_options: dict[str, Any] | None = None
 
-    @functools.cached_property
-    def remote(self) -> bool:
-        """The store is an object store or web server, read through fsspec."""
-        return is_url(self.root)
+    @property
+    def root(self) -> str:
+        """Absolute path of the store's root folder, or its URL (``s3://``, ``http(s)://``)."""
+        return self.store.root
+
+    @property
+    def storage_options(self) -> dict[str, Any] | None:
+        """The fsspec options of a URL's store; None for local files."""
+        return self.store.storage_options
 
     @functools.cached_property
     def location(self) -> str:
         """The array's folder, as error messages name it."""
-        if self.remote:
-            return f"{self.root}/{self.path}" if self.path else self.root
-        return os.path.join(self.root, self.path) if self.path else self.root
+        return self.store.path(self.path)
 
     @property
     def zarr_format(self) -> int:
@@ -104,9 +109,8 @@ class ArrayInfo:
 
     def chunk_path(self, coords: tuple[int, ...]) -> str:
         """The file (or URL) holding read unit ``coords``."""
-        if self.remote:
-            return f"{self.location}/{self.chunk_key(coords)}"
-        return f"{self.location}{os.sep}{self.chunk_key(coords).replace('/', os.sep)}"
+        key = self.chunk_key(coords)
+        return self.store.path(f"{self.path}/{key}" if self.path else key)
 
 
 def _safe_component(component: str) -> str:
@@ -132,16 +136,12 @@ def _require_filesystem(url: str) -> None:
         require(_FILESYSTEMS[scheme], f"reading {scheme}:// URLs")
 
 
-def _why_no_array(
-    root: str, path: str, remote: bool, storage_options: dict[str, Any] | None
-) -> tuple[bool, str] | None:
+def _why_no_array(store: "Store", path: str) -> tuple[bool, str] | None:
     """Where no array opens, what is there instead, for the message: whether ``path`` is a group, and
     its arrays or the root group's; None when there is no group at either."""
     for where in dict.fromkeys([path, ""]):  # the component itself, then the root
         try:
-            store = root if remote else LocalStore(root, read_only=True)
-            opts = {"storage_options": storage_options or {}} if remote else {}
-            group = zarr.open_group(store, path=where, mode="r", **opts)
+            group = store.open_group(where)
             arrays = sorted(
                 f"{where}/{name}" if where else name
                 for name, member in group.members(max_depth=None)
@@ -170,18 +170,18 @@ def open_array_info(
     MetadataError
         The metadata is missing, unreadable or invalid, or ``component`` leaves the store.
     """
+    from .stores import LocalStore, store_for  # stores imports storage and io, which import this module
+
     if isinstance(store, zarr.Array):
         if component is not None:
             raise ValueError("component cannot be given with an open zarr.Array")
-        if isinstance(store.store, FsspecStore):  # a URL: read through the same filesystem
+        if isinstance(store.store, zarr.storage.FsspecStore):  # a URL: read through the same filesystem
             fs = store.store.fs
-            root, path, arr = fs.unstrip_protocol(store.store.path).rstrip("/"), store.path, store
             # zarr's filesystem is asynchronous, on zarr's loop; ours is a plain one with the same options
-            storage_options = {
-                k: v for k, v in fs.storage_options.items() if k not in ("asynchronous", "loop")
-            }
-        elif isinstance(store.store, LocalStore):
-            root, path, arr = str(store.store.root), store.path, store
+            options = {k: v for k, v in fs.storage_options.items() if k not in ("asynchronous", "loop")}
+            where, path, arr = store_for(fs.unstrip_protocol(store.store.path), options), store.path, store
+        elif isinstance(store.store, zarr.storage.LocalStore):
+            where, path, arr = LocalStore(str(store.store.root)), store.path, store
         else:
             raise TypeError(f"arrays in a {type(store.store).__name__} are not supported: pass a path or URL")
     elif isinstance(store, str | os.PathLike):
@@ -189,36 +189,25 @@ def open_array_info(
             raise TypeError(
                 f"component must be a str (a path inside the group), not {type(component).__name__}"
             )
-        remote = is_url(os.fspath(store))
-        if remote:
-            _require_filesystem(os.fspath(store))
-        root = os.fspath(store).rstrip("/") if remote else os.path.abspath(os.fspath(store))
+        where = store_for(os.fspath(store), storage_options)
         path = _safe_component(component or "")
         try:
-            if remote:  # a busy server's 503 on zarr.json is retried, as chunk reads are
-                opts = storage_options or {}
-                arr = retrying(
-                    root,
-                    as_oserror(
-                        lambda: zarr.open_array(root, path=path, mode="r", storage_options=opts), transient
-                    ),
-                )
-            else:
-                arr = zarr.open_array(LocalStore(root, read_only=True), path=path, mode="r")
+            arr = where.open_array(path)
         except Exception as e:  # zarr raises many types; we give one, naming the path
-            where = (f"{root}/{path}" if remote else os.path.join(root, path)) if path else root
-            found = _why_no_array(root, path, remote, storage_options)
+            found = _why_no_array(where, path)
             if found and found[0]:  # a group: what it holds is the whole answer
-                raise MetadataError(f"no zarr array at {where}: {found[1]}") from e
+                raise MetadataError(f"no zarr array at {where.path(path)}: {found[1]}") from e
             hint = f"; {found[1]}" if found else ""
-            raise MetadataError(f"cannot open a zarr array at {where}: {type(e).__name__}: {e}{hint}") from e
+            raise MetadataError(
+                f"cannot open a zarr array at {where.path(path)}: {type(e).__name__}: {e}{hint}"
+            ) from e
     else:
         raise TypeError(f"store must be a local path or a zarr.Array, not {type(store).__name__}")
 
     meta = arr.metadata
     dtype = np.dtype(arr.dtype)
     if dtype.kind not in "biufcmM":
-        raise UnsupportedDtypeError(f"{root}/{path}: dtype {dtype} is neither numeric nor a time", arr)
+        raise UnsupportedDtypeError(f"{where.root}/{path}: dtype {dtype} is neither numeric nor a time", arr)
     fill = arr.fill_value if arr.fill_value is not None else 0
     # datetime64 and timedelta64 keep a numpy scalar (NaT has no Python value)
     fill_value = (
@@ -226,7 +215,7 @@ def open_array_info(
     )
     layout = shard_layout(meta) if isinstance(meta, ArrayV3Metadata) else None
     return ArrayInfo(
-        root=root,
+        store=where,
         path=path,
         shape=tuple(arr.shape),
         chunks=tuple(arr.chunks) if arr.shards is None or layout is not None else tuple(arr.shards),
@@ -235,5 +224,4 @@ def open_array_info(
         metadata=meta,
         chain=classify(meta),
         shard=layout,
-        storage_options=dict(storage_options or {}) if is_url(root) else None,
     )

@@ -4,21 +4,17 @@ A shard's index is read with one small pread per shard, verified (crc32c, bounds
 turned into one range per inner chunk. Ranges are then merged into few large reads (``coalesce``).
 """
 
-import os
-import threading
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-import fsspec
 import google_crc32c
 import numpy as np
-from dask.base import tokenize
+from zarr.abc.store import RangeByteRequest, SuffixByteRequest
 
-from . import _preads, config
+from . import config
 from .errors import ChunkDecodeError
 from .metadata import ArrayInfo
-from .retry import as_oserror, retrying
 
 _EMPTY = np.uint64(2**64 - 1)
 
@@ -31,28 +27,14 @@ class Range(NamedTuple):  # a tuple: built per chunk on the hot path, where a fr
     size: int
 
 
-_filesystems: dict[str, Any] = {}
-_fs_lock = threading.Lock()
-
-
-def filesystem(info: ArrayInfo) -> Any:
-    """The fsspec filesystem of a remote array, one per process and set of storage options."""
-    key = tokenize(info.root.split("://")[0], info.storage_options)
-    with _fs_lock:
-        if key not in _filesystems:
-            _filesystems[key] = fsspec.core.url_to_fs(info.root, **(info.storage_options or {}))[0]
-        return _filesystems[key]
-
-
 def locate(info: ArrayInfo, coords: Sequence[tuple[int, ...]]) -> list[Range | None]:
     """The bytes of each read unit in ``coords``; None where it is missing (or an empty inner chunk).
 
-    A remote unsharded chunk is the whole object (size -1): whether it exists is found by reading it.
+    Unsharded chunks are whole objects, as the store locates them (``Store.whole``): a remote one has
+    size -1, and whether it exists is found by reading it.
     """
     if info.shard is None:
-        if info.remote:
-            return [Range(info.chunk_path(c), 0, -1) for c in coords]
-        return _whole_files([info.chunk_path(c) for c in coords])
+        return info.store.whole([info.chunk_path(c) for c in coords])
     out: list[Range | None] = [None] * len(coords)
     by_shard: dict[tuple[int, ...], list[int]] = defaultdict(list)
     per = info.per_shard
@@ -77,18 +59,6 @@ def native_threads(files: int) -> int:
     return max(1, min(config.cpu_threads(), -(-files // 4)))
 
 
-def _whole_files(paths: list[str]) -> list[Range | None]:
-    """Each file whole, None where it does not exist: sized in one native batch without the GIL (a
-    stat each from Python cost 8 us a file of dataset B's 4096)."""
-    sizes = np.empty(len(paths), dtype=np.int64)
-    errors = np.zeros(len(paths), dtype=np.int32)
-    _preads.sizes(paths, sizes, errors, native_threads(len(paths)))
-    if errors.any():  # other than a missing file: a directory where a chunk should be, permissions
-        k = int(np.flatnonzero(errors)[0])
-        raise OSError(int(errors[k]), os.strerror(int(errors[k])), paths[k])
-    return [Range(p, 0, n) if n >= 0 else None for p, n in zip(paths, sizes.tolist(), strict=True)]
-
-
 def read_shard_index(info: ArrayInfo, coords: tuple[int, ...]) -> tuple[str, np.ndarray] | None:
     """The verified index of the shard holding read unit ``coords``: (offset, size) per inner chunk,
     shaped like the inner grid, or None when the shard does not exist.
@@ -102,7 +72,8 @@ def read_shard_index(info: ArrayInfo, coords: tuple[int, ...]) -> tuple[str, np.
     path, key = info.chunk_path(coords), info.chunk_key(coords)
     n = int(np.prod(info.per_shard))
     nbytes = 16 * n + (4 if info.shard.checksum else 0)
-    found = _read_index_bytes(info, path, nbytes)
+    request = RangeByteRequest(0, nbytes) if info.shard.index_at_start else SuffixByteRequest(nbytes)
+    found = info.store.read_range(path, request)
     if found is None:
         return None
     size, raw = found
@@ -139,28 +110,6 @@ def read_shard_index(info: ArrayInfo, coords: tuple[int, ...]) -> tuple[str, np.
             f"inner chunk {inner}: index entry ({o}, {m}) lies outside the shard's data [{lo}, {hi})",
         )
     return path, entries
-
-
-def _read_index_bytes(info: ArrayInfo, path: str, nbytes: int) -> tuple[int, bytes] | None:
-    """The shard's size and its ``nbytes`` of index (at its start or end); None if it does not exist."""
-    assert info.shard is not None
-    at_start = info.shard.index_at_start
-
-    def local() -> tuple[int, bytes]:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            return size, os.pread(f.fileno(), nbytes, 0 if at_start else max(size - nbytes, 0))
-
-    def remote() -> tuple[int, bytes]:
-        fs = filesystem(info)
-        size = fs.size(path)
-        start = 0 if at_start else max(size - nbytes, 0)
-        return size, fs.cat_file(path, start=start, end=min(start + nbytes, size))
-
-    try:
-        return retrying(path, as_oserror(remote) if info.remote else local)
-    except FileNotFoundError:
-        return None
 
 
 class Read(NamedTuple):

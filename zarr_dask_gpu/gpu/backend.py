@@ -76,10 +76,13 @@ class GpuBackend:
             chain = info.chain.gpu
             if chain is None:  # a chain the GPU cannot decode: zarr-python on the host, then copied
                 results[k] = _on_host(info, pieces, out)
-            elif info.remote:
-                staged[k] = self._read_remote(info, pieces, compressions.get(chain.compression).skip)
+                continue
+            skip = compressions.get(chain.compression).skip
+            reader = remote.device_reader(info)  # the store's choice: local files are batched
+            if reader == "cufile":
+                local.setdefault(skip, []).append(k)
             else:
-                local.setdefault(compressions.get(chain.compression).skip, []).append(k)
+                staged[k] = self._read_remote(info, pieces, skip, reader)
         for skip, ks in local.items():
             staged.update(zip(ks, self._read_local([blocks[k] for k in ks], skip), strict=True))
         batches = {k: Batch.of(*blocks[k], staged[k]) for k in sorted(staged)}
@@ -116,11 +119,13 @@ class GpuBackend:
             at += n
         return out
 
-    def _read_remote(self, info: ArrayInfo, pieces: Sequence[ChunkPiece], skip: int) -> Staged:
+    def _read_remote(self, info: ArrayInfo, pieces: Sequence[ChunkPiece], skip: int, reader: str) -> Staged:
+        """A block of a store read by kvikio.RemoteFile ("kvikio"), or by its host reader and then
+        copied to the device ("fsspec"), as the store's ``device_reader`` named."""
         with read_slot():
             ranges = _locate(info, pieces)
             with phases.record("read", chunks=len(ranges)):
-                if remote.use_kvikio(info):
+                if reader == "kvikio":
                     return remote.KvikioRemoteReader(info).read(ranges, skip=skip, align=ALIGN)
                 host = host_reader(info).read(ranges, skip=skip, align=ALIGN)  # fsspec
         return Staged(cp.asarray(host.buffer), host.offsets, host.sizes)

@@ -7,33 +7,19 @@ import cupy as cp
 import kvikio
 import numpy as np
 
-from .. import config
 from ..io import Staged, layout
 from ..metadata import ArrayInfo
 from ..retry import as_oserror, retrying
-from ..storage import Range, filesystem
+from ..storage import Range
 from .reader import collect, in_flight
 
-_SCHEMES = ("http://", "https://", "s3://")
 _SIZE_THREADS = 32  # concurrent size requests for objects of unknown size (network latency bound)
 
 
-def use_kvikio(info: ArrayInfo) -> bool:
-    """Whether ``info``'s chunks travel by kvikio.RemoteFile (``zarr_dask_gpu.remote-io``): "auto"
-    when this kvikio has remote support and the URL is HTTP(S) or S3; "kvikio" always (an error
-    where it cannot); "fsspec" never (host requests, then one copy to the device)."""
-    mode = config.choice("remote-io")
-    if mode == "fsspec":
-        return False
-    fits = info.root.startswith(_SCHEMES)
-    if mode == "kvikio":
-        if not (fits and kvikio.is_remote_file_available()):
-            raise ValueError(
-                f"remote-io='kvikio' cannot read {info.root}: kvikio reads HTTP(S) and S3 URLs, "
-                f"and this kvikio {'has' if kvikio.is_remote_file_available() else 'lacks'} remote support"
-            )
-        return True
-    return fits and kvikio.is_remote_file_available()
+def device_reader(info: ArrayInfo) -> str:
+    """The device reader ``info``'s store names (``Store.device_reader``, after
+    ``zarr_dask_gpu.remote-io``): "cufile" (local files), "kvikio" (kvikio.RemoteFile) or "fsspec"."""
+    return info.store.device_reader(kvikio.is_remote_file_available)
 
 
 class KvikioRemoteReader:
@@ -63,7 +49,7 @@ class KvikioRemoteReader:
         out = list(ranges)
         if not whole:
             return out
-        fs = filesystem(self._info)
+        fs = self._info.store.fs  # an FsspecStore: kvikio reads only its URLs
 
         def size(i: int) -> int | None:
             path = ranges[i].path  # type: ignore[union-attr]
