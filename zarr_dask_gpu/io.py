@@ -6,6 +6,7 @@ payload (after ``skip`` header bytes) starts on an ``align``-byte boundary, as n
 """
 
 import errno
+import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -121,16 +122,11 @@ class HostReader:
                 blobs[i] = None if isinstance(data, FileNotFoundError) else data
         reads = coalesce([r if r is not None and r.size >= 0 else None for r in ranges])
         if reads:
-            paths, starts, ends = zip(
-                *((rd.path, rd.offset, rd.offset + rd.size) for rd in reads), strict=True
-            )
+            where = [rd.path for rd in reads]
+            starts, ends = [rd.offset for rd in reads], [rd.offset + rd.size for rd in reads]
             got = retrying(
-                paths[0],
-                as_oserror(
-                    lambda: _raise_failed(
-                        fs.cat_ranges(list(paths), list(starts), list(ends), on_error="return")
-                    )
-                ),
+                where[0],
+                as_oserror(lambda: _raise_failed(fs.cat_ranges(where, starts, ends, on_error="return"))),
             )
             for rd, data in zip(reads, got, strict=True):
                 if not isinstance(data, FileNotFoundError) and len(data) > rd.size:
@@ -178,7 +174,7 @@ def pread_all(buf: np.ndarray, plan: Layout) -> None:
             if code < 0
             else OSError(code, os.strerror(code), rd.path)
         )
-        retrying(rd.path, lambda rd=rd, at=at: _pread_file(rd, view[at : at + rd.size]), failed=failed)
+        retrying(rd.path, functools.partial(_pread_file, rd, view[at : at + rd.size]), failed=failed)
 
 
 def _pread_file(rd: Read, view: memoryview) -> None:
@@ -194,7 +190,7 @@ def _pread_file(rd: Read, view: memoryview) -> None:
         os.close(fd)
 
 
-def host_reader(info: ArrayInfo) -> HostReader:
+def host_reader(info: ArrayInfo) -> ChunkReader:
     """The host reader for ``info``'s store (``Store.host_reader``): POSIX preads, or fsspec range
     requests for a URL."""
     return info.store.host_reader()

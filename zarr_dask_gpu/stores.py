@@ -25,7 +25,7 @@ from dask.base import tokenize
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 
 from . import _preads, config
-from .io import HostReader
+from .io import ChunkReader, HostReader
 from .metadata import _require_filesystem, is_url
 from .retry import as_oserror, retrying, transient
 from .storage import Range, native_threads
@@ -78,7 +78,7 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def host_reader(self) -> HostReader:
+    def host_reader(self) -> ChunkReader:
         """The reader of chunk ranges into host memory."""
 
     @abstractmethod

@@ -14,7 +14,7 @@ import numpy as np
 from .. import config
 from ..backends import host_decoded
 from ..codecs import compressions
-from ..io import Staged, host_reader
+from ..io import ChunkReader, Staged, host_reader
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece, decode_calls
 from ..storage import locate
@@ -42,7 +42,7 @@ class GpuBackend:
 
     def __init__(self) -> None:
         setup.configure()
-        self._reader = KvikioReader()
+        self._reader: ChunkReader = KvikioReader()  # local files, into device or pinned memory
 
     @contextlib.contextmanager
     def context(self) -> Iterator[None]:

@@ -2,8 +2,10 @@
 
 import contextlib
 import errno
+import functools
 import os
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import cupy as cp
 import cupyx
@@ -41,14 +43,14 @@ class KvikioReader:
                 window = range(w, min(w + _WINDOW, len(plan.reads)))
                 retrying(
                     f"{len(window)} reads under {os.path.dirname(plan.reads[w].path)}",
-                    lambda window=window: self._read_window(plan.reads, plan.starts, window, buf),
+                    functools.partial(self._read_window, plan.reads, plan.starts, window, buf),
                 )
         if isinstance(buf, np.ndarray):
             buf = mapped(buf) if on_host else _to_device(buf)
         return Staged(buf, plan.offsets, plan.sizes)
 
     @staticmethod
-    def _read_window(reads: Sequence[Read], starts: Sequence[int], window: range, buf: object) -> None:
+    def _read_window(reads: Sequence[Read], starts: Sequence[int], window: range, buf: Any) -> None:
         with in_flight() as (files, futures):
             for k in window:
                 rd = reads[k]

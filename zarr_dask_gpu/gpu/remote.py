@@ -11,6 +11,7 @@ from ..io import Staged, layout
 from ..metadata import ArrayInfo
 from ..retry import as_oserror, retrying
 from ..storage import Range
+from ..stores import FsspecStore
 from .reader import collect, in_flight
 
 _SIZE_THREADS = 32  # concurrent size requests for objects of unknown size (network latency bound)
@@ -49,7 +50,9 @@ class KvikioRemoteReader:
         out = list(ranges)
         if not whole:
             return out
-        fs = self._info.store.fs  # an FsspecStore: kvikio reads only its URLs
+        store = self._info.store
+        assert isinstance(store, FsspecStore), "kvikio reads only an fsspec store's URLs"
+        fs = store.fs
 
         def size(i: int) -> int | None:
             path = ranges[i].path  # type: ignore[union-attr]
