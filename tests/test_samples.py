@@ -124,4 +124,10 @@ def test_origins_are_inside_the_array_and_tile_it():
 def test_groups_are_the_read_units_of_every_array():
     o = np.array([[0], [3], [4], [7], [8]])
     assert chunk_groups(o, [[4]]).tolist() == [0, 0, 1, 1, 2]
-    assert chunk_groups(o, [[4], [6]]).tolist() == [0, 0, 1, 2, 3]  # (0,0) (0,0) (1,0) (1,1) (2,1)
+    # chunks of 4 and of 6: 0-3 and 4-5 share the first 6, 6-7 and 8 the second: one group
+    assert chunk_groups(o, [[4], [6]]).tolist() == [0, 0, 0, 0, 0]
+    assert chunk_groups(np.array([[0], [2], [6], [12]]), [[2], [3]]).tolist() == [0, 0, 1, 2]
+    # an array without the second dim joins every origin of its read unit along the first
+    o2 = np.array([[0, 0], [0, 5], [5, 0], [5, 5]])
+    assert chunk_groups(o2, [[4, 4]]).tolist() == [0, 1, 2, 3]
+    assert chunk_groups(o2, [[4, 4], [4, np.iinfo(np.int64).max]]).tolist() == [0, 0, 1, 1]

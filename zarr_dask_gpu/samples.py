@@ -67,13 +67,29 @@ def sample_origins(
 
 
 def chunk_groups(origins: np.ndarray, grids: Sequence[Sequence[int]]) -> np.ndarray:
-    """The group of each sample: one per distinct combination of the read units holding its origin,
-    over every grid in ``grids`` (each the read-unit shape along the tiled dims, one per array)."""
-    if origins.shape[1] == 0 or not grids:
-        return np.zeros(len(origins), dtype=np.int64)
-    keys = np.concatenate([origins // np.asarray(g, dtype=np.int64) for g in grids], axis=1)
-    _, inverse = np.unique(keys, axis=0, return_inverse=True)
-    return inverse.reshape(-1).astype(np.int64)
+    """The group of each sample: samples whose origins share a read unit of any array are in one
+    group (the connected components), so that each read unit holding an origin is in one group only.
+
+    ``grids`` has, per array, its read-unit shape along the tiled dims (a huge number along a dim it
+    lacks).
+    """
+    n = len(origins)
+    if n == 0 or origins.shape[1] == 0 or not grids:
+        return np.zeros(n, dtype=np.int64)
+    keys = [
+        np.unique(origins // np.asarray(g, dtype=np.int64), axis=0, return_inverse=True)[1].reshape(-1)
+        for g in grids
+    ]
+    label = np.arange(n, dtype=np.int64)
+    while True:  # each sample takes the least label of the samples it shares a read unit with
+        old = label
+        for k in keys:
+            least = np.full(int(k.max()) + 1, n, dtype=np.int64)
+            np.minimum.at(least, k, label)
+            label = least[k]
+        if np.array_equal(label, old):
+            break
+    return np.unique(label, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 def share_bounds(n: int, rank: int, world_size: int, drop_last: bool) -> tuple[int, int]:
