@@ -165,6 +165,19 @@ def test_bad_samples_are_refused_when_the_loader_is_built(group, tmp_path):
         SampleLoader({"b": bare}, 2, sample_dims=("time",))
     loader = SampleLoader({"b": (bare, ("time",))}, 8, sample_dims=("time",), device="cpu")
     assert len(loader) == 5
+    with pytest.raises(ValueError, match=r"variables \['c'\] are not in arrays"):
+        SampleLoader({"b": (bare, ("time",))}, 8, variables=["c"], sample_dims=("time",))
+
+
+def test_one_read_task_per_batch_at_most(group, monkeypatch):
+    calls = []
+    real = loader_mod.read_regions
+    monkeypatch.setattr(
+        loader_mod, "read_regions", lambda boxes, *a: calls.append(len(boxes)) or real(boxes, *a)
+    )
+    loader = SampleLoader(group, 4, sample_dims=("time",), device="cpu", shuffle_buffer=2)
+    assert len(list(loader)) == 13
+    assert len(calls) <= 13 and sum(calls) == 2 * 5  # each group's window of x and t, once
 
 
 def test_the_memory_budget_bounds_batches_and_prefetch(group):
@@ -174,8 +187,22 @@ def test_the_memory_budget_bounds_batches_and_prefetch(group):
     with pytest.raises(ValueError, match="windows it needs do not fit"):
         SampleLoader(group, 8, sample_dims=("time",), memory_budget=one)
     loader = SampleLoader(group, 8, sample_dims=("time",), prefetch=8, memory_budget=one * 6, device="cpu")
-    ahead = loader.prefetch_for(loader.plan(0))
+    plan = loader.plan(0)
+    ahead = loader.prefetch_for(plan)
     assert 1 <= ahead < 8
+
+    def peak(p):  # windows alive while each batch is read, counted the slow way
+        parts = [(j, g, idx) for j, ps in enumerate(plan.epoch.parts) for g, idx in ps]
+        return max(
+            sum(
+                loader.window_bytes(plan.origins[idx])
+                for f, g, idx in parts
+                if f <= j and plan.epoch.last_use[g] > j - p
+            )
+            for j in range(len(plan.epoch.batches))
+        )
+
+    assert ahead * one + peak(ahead) <= one * 6 < (ahead + 1) * one + peak(ahead + 1)
     assert sorted(int(v) for b in loader for v in b["t"]) == [10 * i for i in range(50)]
 
 

@@ -90,7 +90,12 @@ def open_variables(arrays: Any, names: Sequence[str] | None = None) -> list[Vari
                 raise ValueError(f"no array {name!r} in {os.fspath(arrays)}: {sorted(members)}")
             items.append((name, members[name], None))
     elif isinstance(arrays, Mapping):
+        unknown = set(names or ()) - set(map(str, arrays))
+        if unknown:
+            raise ValueError(f"variables {sorted(unknown)} are not in arrays: {sorted(map(str, arrays))}")
         for name, spec in arrays.items():
+            if names is not None and str(name) not in names:
+                continue
             array, dims = spec if isinstance(spec, tuple) else (spec, None)
             items.append((str(name), array, tuple(dims) if dims is not None else None))
     else:
@@ -327,17 +332,22 @@ class SampleLoader:
         """The most batches (up to ``prefetch``) to read ahead within ``memory_budget`` for ``plan``."""
         if self.memory_budget is None:
             return self.prefetch
-        sizes = {g: self.window_bytes(plan.origins[idx]) for parts in plan.epoch.parts for g, idx in parts}
-        first = {g: j for j, parts in enumerate(plan.epoch.parts) for g, _ in parts}
+        n = len(plan.epoch.batches)
+        first, last, size = [], [], []
+        for j, parts in enumerate(plan.epoch.parts):
+            for g, idx in parts:
+                first.append(j)
+                last.append(plan.epoch.last_use[g])
+                size.append(self.window_bytes(plan.origins[idx]))
         for p in range(self.prefetch, 0, -1):
-            # while batch j is read, batches after j - p are not handed out yet: their windows live
-            peak = max(
-                (
-                    sum(n for g, n in sizes.items() if first[g] <= j and plan.epoch.last_use[g] > j - p)
-                    for j in range(len(plan.epoch.batches))
-                ),
-                default=0,
+            # while batch j is read, batches after j - p are not handed out yet: a window read by
+            # batch f and last needed by batch l lives while batches f to l + p - 1 are read
+            alive = np.zeros(n + 1, dtype=np.int64)
+            np.add.at(alive, np.asarray(first, dtype=np.int64), size)
+            np.add.at(
+                alive, np.minimum(np.asarray(last, dtype=np.int64) + p, n), -np.asarray(size, dtype=np.int64)
             )
+            peak = int(np.cumsum(alive[:n]).max()) if n else 0
             if p * self.batch_bytes + peak <= self.memory_budget:
                 return p
         raise ValueError(
