@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 import zarr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import zarr_dask_gpu.loader as loader_mod
 from zarr_dask_gpu import ChunkDecodeError
@@ -106,6 +108,13 @@ def test_each_chunk_is_read_once_per_epoch(group, monkeypatch, world):
     else:  # a group at a share cut is read by both ranks: at most world - 1 of them
         # a group is t's chunk of 10: x's 2 x 2 chunks and t's 1
         assert sum(n - 1 for n in counts.values()) <= (world - 1) * 5
+
+
+def test_patches_that_divide_the_chunks_read_each_chunk_once(group, monkeypatch):
+    counts = _read_units(monkeypatch)
+    loader = SampleLoader(group, 3, patch={"time": 5, "y": 3}, device="cpu", shuffle_buffer=3)
+    assert len([b for b in loader]) == len(loader) == 14  # 10 x 4 patches
+    assert len(counts) == 25 and set(counts.values()) == {1}
 
 
 def test_shares_of_ranks_are_disjoint_complete_and_balanced(group):
@@ -225,3 +234,43 @@ def test_variables_of_an_xarray_dataset_by_their_dims(tmp_path, device):
     for b in loader:
         for k, lab in enumerate(host(b["label"]).tolist()):
             np.testing.assert_array_equal(host(b["u"][k]), ds["u"].values[lab])
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.tuples(st.integers(1, 7), st.integers(1, 5)),  # chunks of x along time and y
+    st.integers(1, 9),  # batch_size
+    st.integers(1, 3),  # world_size
+    st.integers(1, 3),  # shuffle_buffer
+    st.booleans(),  # drop_last
+    st.booleans(),  # patches (else samples along time)
+)
+def test_any_chunking_gives_every_sample_once_with_its_values(
+    tmp_path_factory, chunks, bs, world, buffer, drop, patches
+):
+    path = tmp_path_factory.mktemp("h") / "g.zarr"
+    g = zarr.open_group(path, mode="w")
+    x = g.create_array("x", shape=(23, 5), chunks=chunks, dtype="i4", dimension_names=("time", "y"))
+    x[...] = np.arange(23 * 5).reshape(23, 5)
+    t = g.create_array("t", shape=(23,), chunks=(4,), dtype="i4", dimension_names=("time",))
+    t[...] = np.arange(23)
+    spec = {"patch": {"time": 3, "y": 2}} if patches else {"sample_dims": ("time",)}
+    got = []
+    for rank in range(world):
+        loader = SampleLoader(
+            path, bs, device="cpu", rank=rank, world_size=world, shuffle_buffer=buffer, drop_last=drop, **spec
+        )
+        plan = loader.plan(0)
+        batches = list(loader)
+        assert len(batches) == len(loader)
+        for ids, b in zip(plan.epoch.batches, batches, strict=True):
+            for k, s in enumerate(ids):
+                o = plan.origins[s]
+                want = x[o[0] : o[0] + 3, o[1] : o[1] + 2] if patches else x[int(o[0])]
+                np.testing.assert_array_equal(b["x"][k], want)
+                np.testing.assert_array_equal(b["t"][k], t[o[0] : o[0] + 3] if patches else t[int(o[0])])
+                got.append(int(s))
+    n = 7 * 2 if patches else 23
+    assert len(got) == len(set(got))
+    if not drop:
+        assert sorted(got) == list(range(n))

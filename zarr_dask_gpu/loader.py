@@ -218,7 +218,9 @@ class SampleLoader:
         if missing:
             raise ValueError(f"normalize names {sorted(missing)}, which are not variables")
         self.device: Device = resolve_device(device)
-        if self.device == "gpu" and gpu is None:
+        if self.device == "cpu":
+            gpu = None  # torch may have a GPU where this package reads on the CPU
+        elif gpu is None:
             import cupy
 
             gpu = int(cupy.cuda.Device().id)
