@@ -425,25 +425,51 @@ class SampleLoader:
         out: dict[str, Any] = {}
         with backend.context():
             for k, v in enumerate(self.variables):
-                cuts = []
-                for s in batch:
-                    g = int(plan.groups[s])
-                    rel = plan.origins[s] - plan.starts[g]
-                    sel: list[Any] = []
-                    for d in v.dims:
-                        if d in self.squeezed:
-                            sel.append(int(rel[self.tiled.index(d)]))
-                        elif d in self.tiled:
-                            i = self.tiled.index(d)
-                            sel.append(slice(int(rel[i]), int(rel[i]) + self.shape[i]))
-                        else:
-                            sel.append(slice(None))
-                    cuts.append(windows[g][k][tuple(sel)])
-                x = xp.stack(cuts)
+                axes = [v.dims.index(d) for d in self.tiled if d in v.dims]
+                if len(axes) == 1 and v.dims[axes[0]] in self.squeezed and len(self.tiled) == 1:
+                    x = self._gather(xp, plan, batch, windows, k, axes[0])
+                else:
+                    x = xp.stack([self._cut(plan, s, windows, k, v) for s in batch])
                 if v.name in self.normalize:
                     mean, std = self.normalize[v.name]
                     x = (x.astype(self._out_dtype(v)) - mean) / std
                 out[v.name] = xp.ascontiguousarray(x)
+        return out
+
+    def _cut(self, plan: "LoaderPlan", s: int, windows: Mapping[int, list[Any]], k: int, v: Variable) -> Any:
+        """Sample ``s`` of variable ``k`` (``v``), a view of its group's window."""
+        g = int(plan.groups[s])
+        rel = plan.origins[s] - plan.starts[g]
+        sel: list[Any] = []
+        for d in v.dims:
+            if d in self.squeezed:
+                sel.append(int(rel[self.tiled.index(d)]))
+            elif d in self.tiled:
+                i = self.tiled.index(d)
+                sel.append(slice(int(rel[i]), int(rel[i]) + self.shape[i]))
+            else:
+                sel.append(slice(None))
+        return windows[g][k][tuple(sel)]
+
+    def _gather(
+        self,
+        xp: Any,
+        plan: "LoaderPlan",
+        batch: np.ndarray,
+        windows: Mapping[int, list[Any]],
+        k: int,
+        axis: int,
+    ) -> Any:
+        """Samples along one sample dim at ``axis`` of variable ``k``: a gather from each window
+        into the batch, not a view per sample."""
+        groups = plan.groups[batch]
+        first = windows[int(groups[0])][k]
+        out = xp.empty((len(batch), *first.shape[:axis], *first.shape[axis + 1 :]), dtype=first.dtype)
+        for g in np.unique(groups):
+            where = np.flatnonzero(groups == g)
+            rel = plan.origins[batch[where], 0] - plan.starts[int(g)][0]
+            piece = xp.take(windows[int(g)][k], xp.asarray(rel), axis=axis)
+            out[xp.asarray(where)] = xp.moveaxis(piece, axis, 0)
         return out
 
 
