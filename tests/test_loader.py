@@ -1,5 +1,8 @@
 """The training loader without torch (loader.py): values, alignment, reads, errors, validation."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import zarr
@@ -7,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import zarr_dask_gpu.loader as loader_mod
-from zarr_dask_gpu import ChunkDecodeError
+from zarr_dask_gpu import ChunkDecodeError, MissingChunkError
 from zarr_dask_gpu.loader import SampleLoader
 
 from .conftest import host, sample
@@ -274,3 +277,18 @@ def test_any_chunking_gives_every_sample_once_with_its_values(
     assert len(got) == len(set(got))
     if not drop:
         assert sorted(got) == list(range(n))
+
+
+def test_a_missing_chunk_when_strict_names_the_variable(group):
+    (group / "t" / "c" / "2").unlink()
+    loader = SampleLoader(group, 8, sample_dims=("time",), device="cpu", strict=True)
+    with pytest.raises(MissingChunkError, match=r"c/2.*variable 't'"):
+        list(loader)
+    loose = SampleLoader(group, 50, sample_dims=("time",), device="cpu", shuffle=False)
+    (b,) = list(loose)
+    assert (b["t"][20:30] == 0).all() and b["t"][31] == 310  # the fill value
+
+
+def test_the_loader_and_its_plans_do_not_import_torch():
+    code = "import sys, zarr_dask_gpu.loader, zarr_dask_gpu.samples; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
