@@ -13,7 +13,7 @@ from zarr_dask_gpu.state_dict import (  # noqa: E402
     placement,
     save_state_dict,
 )
-from zarr_dask_gpu.tensors import ZarrBatches, as_tensor  # noqa: E402
+from zarr_dask_gpu.tensors import ZarrBatches, ZarrSamples, as_tensor  # noqa: E402
 
 from .conftest import sample  # noqa: E402
 
@@ -224,3 +224,72 @@ def test_dataloader_workers_share_the_batches(tmp_path):
     ds = ZarrBatches(tmp_path / "a.zarr", 16, device="cpu")
     got = list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2))
     assert sorted(int(b[0, 0]) for b in got) == [0, 64, 128, 192, 256, 320, 384]  # each batch once
+
+
+def _training_group(path):
+    g = zarr.open_group(path, mode="w")
+    x = g.create_array(
+        "x", shape=(40, 6, 8), chunks=(5, 6, 8), dtype="f4", dimension_names=("time", "y", "x")
+    )
+    x[...] = sample(x.shape, "f4")
+    t = g.create_array("t", shape=(40,), chunks=(10,), dtype="i8", dimension_names=("time",))
+    t[...] = np.arange(40)
+    return x
+
+
+def test_samples_come_as_tensors_once_per_epoch_in_a_seeded_order(tmp_path, device):
+    x = _training_group(tmp_path / "g.zarr")
+    ds = ZarrSamples(tmp_path / "g.zarr", 6, sample_dims=("time",), device=device, seed=2)
+    orders = []
+    for epoch in (0, 1, 0):
+        ds.set_epoch(epoch)
+        batches = list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=0))
+        assert len(batches) == len(ds) == 7
+        order = []
+        for b in batches:
+            assert set(b) == {"x", "t"} and b["x"].device.type == _torch_device(device)
+            for k, i in enumerate(b["t"].cpu().tolist()):
+                np.testing.assert_array_equal(b["x"][k].cpu().numpy(), x[i])  # inputs and targets aligned
+            order += b["t"].cpu().tolist()
+        assert sorted(order) == list(range(40))
+        orders.append(order)
+    assert orders[0] == orders[2] and orders[0] != orders[1]
+
+
+def test_ranks_given_read_disjoint_balanced_shares(tmp_path):
+    _training_group(tmp_path / "g.zarr")
+    shares = []
+    for rank in range(3):
+        ds = ZarrSamples(
+            tmp_path / "g.zarr",
+            4,
+            sample_dims=("time",),
+            device="cpu",
+            rank=rank,
+            world_size=3,
+            drop_last=True,
+        )
+        shares.append([i for b in ds for i in b["t"].tolist()])
+        assert len(ds) == 3 and all(len(b["t"]) == 4 for b in ds)
+    every = [i for s in shares for i in s]
+    assert len(every) == len(set(every)) == 36
+
+
+def test_patches_are_tensors_of_the_patch_shape(tmp_path, device):
+    x = _training_group(tmp_path / "g.zarr")
+    ds = ZarrSamples(
+        tmp_path / "g.zarr", 5, variables=["x"], patch={"time": 4, "y": 3, "x": 4}, device=device
+    )
+    plan = ds.loader.plan(0)
+    for ids, b in zip(plan.epoch.batches, ds, strict=True):
+        assert b["x"].shape[1:] == (4, 3, 4)
+        for k, s in enumerate(ids):
+            t0, y0, x0 = plan.origins[s]
+            np.testing.assert_array_equal(b["x"][k].cpu().numpy(), x[t0 : t0 + 4, y0 : y0 + 3, x0 : x0 + 4])
+
+
+def test_samples_refuse_dataloader_workers(tmp_path):
+    _training_group(tmp_path / "g.zarr")
+    ds = ZarrSamples(tmp_path / "g.zarr", 4, sample_dims=("time",), device="cpu")
+    with pytest.raises(RuntimeError, match="num_workers=0"):
+        list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2))

@@ -1,4 +1,5 @@
-"""torch tensors from zarr reads through DLPack, without copies; a streaming IterableDataset.
+"""torch tensors from zarr reads through DLPack, without copies; streaming and shuffled
+IterableDatasets.
 
 Imports torch; nothing else in the package imports this module.
 """
@@ -13,6 +14,7 @@ import numpy as np
 
 from .extras import require
 from .graph import from_zarr_gpu
+from .loader import SampleLoader
 
 if TYPE_CHECKING:
     import torch
@@ -86,3 +88,52 @@ class ZarrBatches(torch.utils.data.IterableDataset):
 
     def _read(self, i: int) -> Any:
         return self.array.blocks[(i,) + (0,) * (self.array.ndim - 1)].compute(scheduler="sync")
+
+
+class ZarrSamples(torch.utils.data.IterableDataset):
+    """Shuffled batches of samples (indices along sample dims, or patches) of one or several zarr
+    arrays or xarray variables, as dicts of tensors on the GPU (or CPU tensors), one share per rank.
+
+    Every keyword is ``loader.SampleLoader``'s (``arrays``, ``variables``, ``sample_dims``, ``patch``,
+    ``stride``, ``random_patches``, ``patches_per_epoch``, ``device``, ``seed``, ``shuffle``,
+    ``shuffle_buffer``, ``drop_last``, ``prefetch``, ``memory_budget``, ``normalize``, ``strict``,
+    ``gpu``). ``rank`` and ``world_size`` default to ``torch.distributed``'s when it is initialised,
+    else 0 and 1; on the GPU the reads use torch's current CUDA device unless ``gpu`` says otherwise.
+    Call ``set_epoch(epoch)`` before each epoch on every rank. Use ``num_workers=0`` in a
+    ``DataLoader`` (the reads already run in threads), with ``batch_size=None``.
+    """
+
+    def __init__(
+        self,
+        arrays: Any,
+        batch_size: int,
+        *,
+        rank: int | None = None,
+        world_size: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        dist = torch.distributed
+        initialised = dist.is_available() and dist.is_initialized()
+        if rank is None:
+            rank = dist.get_rank() if initialised else 0
+        if world_size is None:
+            world_size = dist.get_world_size() if initialised else 1
+        if kwargs.get("gpu") is None and kwargs.get("device", "auto") != "cpu" and torch.cuda.is_available():
+            kwargs["gpu"] = torch.cuda.current_device()
+        self.loader = SampleLoader(arrays, batch_size, rank=rank, world_size=world_size, **kwargs)
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch whose order the next iteration follows (the same on every rank)."""
+        self.loader.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        """Batches of this rank per epoch."""
+        return len(self.loader)
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        info = torch.utils.data.get_worker_info()
+        if info is not None and info.num_workers > 1:
+            raise RuntimeError("ZarrSamples reads in its own threads: use a DataLoader with num_workers=0")
+        for batch in self.loader:
+            yield {name: as_tensor(x) for name, x in batch.items()}
