@@ -8,7 +8,6 @@ needs it (all that batch's new windows of every variable in one ``task.read_regi
 once the last batch that needs it has been handed out.
 """
 
-import functools
 import math
 import os
 from collections import deque
@@ -48,13 +47,15 @@ def _stored_dims(array: zarr.Array) -> tuple[str, ...] | None:
 
 def _from_dataset(ds: Any, names: Sequence[str] | None) -> list[tuple[str, zarr.Array, tuple[str, ...]]]:
     """The stored zarr arrays behind variables of a Dataset of ``zarr_dask_gpu.open_dataset``."""
+    from .xarray_backend import DeviceVariable  # imports xarray, which a Dataset implies
+
     out = []
     for name in names if names is not None else list(ds.data_vars):
         if name not in ds.variables:
             raise ValueError(f"variable {name!r} is not in the dataset: {sorted(map(str, ds.variables))}")
         var = ds.variables[name]
-        source = getattr(var, "_source", None)
-        if not isinstance(source, functools.partial) or not isinstance(source.args[1], zarr.Array):
+        stored = var.stored if isinstance(var, DeviceVariable) else None
+        if stored is None:
             raise ValueError(
                 f"variable {name!r} is not a device variable of zarr_dask_gpu.open_dataset "
                 "(only those are read by the loader)"
@@ -65,7 +66,7 @@ def _from_dataset(ds: Any, names: Sequence[str] | None) -> list[tuple[str, zarr.
                 f"variable {name!r} is CF-scaled ({sorted(scaled)}); the loader reads stored values: "
                 "give normalize= instead"
             )
-        out.append((str(name), source.args[1], tuple(map(str, var.dims))))
+        out.append((str(name), stored, tuple(map(str, var.dims))))
     return out
 
 

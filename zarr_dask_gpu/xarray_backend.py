@@ -229,6 +229,12 @@ class DeviceVariable(xr.Variable):
         return new
 
     @property
+    def stored(self) -> zarr.Array | None:
+        """The zarr array this variable reads, while it still holds that read (else None)."""
+        source = self._source
+        return source.args[1] if isinstance(source, functools.partial) and self._fresh() else None  # _read's
+
+    @property
     def _chunks(self) -> tuple[tuple[int, ...], ...]:
         """The blocks of its dask array (asked only while ``_fresh``)."""
         return self._data.chunks  # type: ignore[union-attr]
