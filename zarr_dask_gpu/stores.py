@@ -212,7 +212,7 @@ class FsspecStore(Store):
     def device_reader(self, remote_file_available: Callable[[], bool]) -> DeviceReader:
         """``zarr_dask_gpu.remote-io``: "auto" is kvikio when this kvikio has remote support and the URL
         is HTTP(S) or S3; "kvikio" always (an error where it cannot); "fsspec" never."""
-        mode = config.choice("remote-io", ("auto", "kvikio", "fsspec"))
+        mode = config.choice("remote-io")  # its choices are its row in config.SETTINGS
         if mode == "fsspec":
             return "fsspec"
         fits = self.root.startswith(_KVIKIO_SCHEMES)
