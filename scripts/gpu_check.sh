@@ -7,8 +7,11 @@
 # TIMELINES, default "B C D", written by bench or data), zprobe (this package's zstd kernels against
 # nvCOMP on A's chunks, each kernel timed), lz4probe (nvCOMP's LZ4 on damaged blocks), sanitize
 # (memcheck and racecheck on the decoders: MEMCHECK_TESTS, RACECHECK_TESTS), scratch (a task's peak
-# memory), remote (loopback HTTP), scaling (multi-GPU) and dl (the state-dict benchmark; needs
-# safetensors). Logs and JSON go to $OUT (default /tmp/out).
+# memory), remote (loopback HTTP), scaling (multi-GPU), dl (the state-dict benchmark; needs
+# safetensors), torch (the torch and training-loader tests, CPU and GPU), loader (the training loader
+# against torch's DataLoader, benchmarks/loader_bench.py) and compare (dataset A's default row for
+# the source trees in COMPARE_TREES, in turns: benchmarks/compare_trees.py). Logs and JSON go to $OUT
+# (default /tmp/out).
 # STEPS picks the steps (default: tests bench timeline scratch); each has its own timeout: choose
 # steps that fit one device call (10 minutes).
 # Usage: [STEPS="tests bench"] [BENCH_ARGS="--datasets A,B"] [SCALING_ARGS="--variants read-slots=0"]
@@ -64,5 +67,12 @@ step remote "${REMOTE_TIMEOUT:-200}" python3 benchmarks/remote_bench.py
 # shellcheck disable=SC2086  # SCALING_ARGS holds several words
 step scaling "${SCALING_TIMEOUT:-500}" python3 benchmarks/scaling.py --sizes-gib 4 16 --json "$OUT/scaling.json" ${SCALING_ARGS:-}
 step dl "${DL_TIMEOUT:-500}" python3 benchmarks/state_dict_bench.py --gib "${DL_GIB:-4}" --json "$OUT/state_dict.json"
+step torch "${TORCH_TIMEOUT:-200}" python3 -m pytest -q -p no:cacheprovider -o faulthandler_timeout=60 \
+  tests/test_torch.py tests/test_loader.py tests/test_samples.py
+# shellcheck disable=SC2086  # LOADER_ARGS holds several words
+step loader "${LOADER_TIMEOUT:-400}" python3 benchmarks/loader_bench.py --json "$OUT/loader.json" ${LOADER_ARGS:-}
+# shellcheck disable=SC2016  # expanded by the inner bash
+step compare "${COMPARE_TIMEOUT:-200}" bash -c \
+  'python3 -m zarr_dask_gpu.bench.datasets A && python3 benchmarks/compare_trees.py ${COMPARE_TREES:-.}'
 for k in "${!rc[@]}"; do echo "$k rc=${rc[$k]}"; done
-exit $(( ${rc[tests]:-0} || ${rc[bench]:-0} || ${rc[xarray]:-0} || ${rc[sanitize]:-0} ))
+exit $(( ${rc[tests]:-0} || ${rc[bench]:-0} || ${rc[xarray]:-0} || ${rc[sanitize]:-0} || ${rc[torch]:-0} ))
