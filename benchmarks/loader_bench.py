@@ -11,15 +11,19 @@ every variable of one sample stacked as channels (C x ...):
 
 Rows, each fully shuffled, warm page cache, batches landing on the GPU:
 
-- ``ZarrSamples``: this package's loader (``prefetch`` batches ahead within ``--budget-gib``);
-  one epoch after an untimed one; the first batch's seconds from building the loader; the same
-  epoch with a stand-in model step (``--model-ms`` of matmuls per batch) to show the overlap.
+- ``ZarrSamples``: this package's loader (``prefetch`` batches ahead within ``--budget-gib``, each
+  of ``--prefetch`` in turn): epoch 1 timed after an untimed epoch 0, as in training; the fastest
+  again with a stand-in model step (``--model-ms`` of matmuls per batch) to show the overlap; the
+  first batch's seconds from building the loader.
 - ``DataLoader``: ``torch.utils.data.DataLoader`` over a map-style dataset whose ``__getitem__``
   reads one sample with zarr-python (every variable), ``shuffle=True``, ``pin_memory=True``, 8 and
   16 worker processes (spawned), the batch copied to the GPU; ``--rounds`` batches a worker timed
   after each worker's first two (the workers started and their queues full: the batches in flight
   when the clock starts favour the baseline), and again with the model step.
 - xbatcher's ``BatchGenerator`` when it is installed.
+- ``--variants "read-slots=0;coalesce-wait=None"``: ``ZarrSamples`` alone at ``--variant-prefetch``
+  with each of the package's settings given (and with none), the seconds of each task phase summed
+  (``zarr_dask_gpu.gpu.phases``); only these rows when given.
 
 Samples/s and GB/s of batch tensors delivered to the GPU; the speed-up over the best DataLoader
 row. The first batch of ``ZarrSamples`` is checked against zarr-python's slices.
@@ -178,6 +182,8 @@ def ours(args: argparse.Namespace, kind: str, step: Any) -> dict[str, Any]:
 
     def epoch(prefetch: int, label: str, s: Any) -> float:
         ds = build(3, prefetch)
+        drain(iter(ds), None, None)  # epoch 0, untimed; epoch 1 timed, as in training
+        ds.set_epoch(1)
         t0 = time.perf_counter()
         n = drain(iter(ds), None, s)
         dt = time.perf_counter() - t0
@@ -255,6 +261,50 @@ def baseline(args: argparse.Namespace, kind: str, workers: int, step: Any) -> di
     return out
 
 
+def variants(args: argparse.Namespace, kind: str) -> dict[str, Any]:
+    """``ZarrSamples`` alone under each of ``--variants``' settings, with its phases summed."""
+    from collections import defaultdict
+
+    from zarr_dask_gpu.bench.timing import settings
+    from zarr_dask_gpu.gpu import phases
+    from zarr_dask_gpu.tensors import ZarrSamples
+
+    sizes = {"patch": {"lat": PATCH, "lon": PATCH}} if kind == "patches" else {}
+    batch = args.patch_batch if kind == "patches" else args.field_batch
+    out: dict[str, Any] = {}
+    for variant in ["", *args.variants.split(";")]:
+        values = dict(kv.split("=", 1) for kv in variant.split(",") if kv)
+        words: dict[str, Any] = {"None": None, "True": True, "False": False}
+        values = {k: words.get(v, v) for k, v in values.items()}
+        with settings(values):
+            ds = ZarrSamples(
+                args.path,
+                batch,
+                variables=list(NAMES[: args.variables]),
+                sample_dims=("time",),
+                shuffle_buffer=args.shuffle_buffer,
+                prefetch=args.variant_prefetch,
+                device="gpu",
+                **sizes,
+            )
+            drain(iter(ds), 4, None)  # its threads' streams and pools made
+            with phases.collect() as spans:
+                t0 = time.perf_counter()
+                n = drain(iter(ds), None, None)
+                dt = time.perf_counter() - t0
+        summed: dict[str, float] = defaultdict(float)
+        for sp in spans:
+            summed[sp.name] += sp.seconds
+        out[variant or "defaults"] = {"samples_per_s": n / dt, "phase_seconds": dict(summed)}
+        print(
+            f"ZarrSamples {kind:8s} prefetch={args.variant_prefetch} {variant or 'defaults':40s} "
+            f"{n / dt:9.1f}/s  phases (s, summed over threads): "
+            + " ".join(f"{k}={v:.2f}" for k, v in summed.items()),
+            flush=True,
+        )
+    return out
+
+
 def xbatcher_row(args: argparse.Namespace) -> dict[str, float] | str:
     try:
         import xbatcher
@@ -289,6 +339,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3, help="DataLoader batches timed, per worker")
     p.add_argument("--workers", default="8,16")
     p.add_argument("--kinds", default="fields,patches")
+    p.add_argument("--variants", default="", help="settings to time ZarrSamples under, ';'-separated")
+    p.add_argument("--variant-prefetch", type=int, default=8)
     p.add_argument("--json")
     args = p.parse_args()
     t0 = time.perf_counter()
@@ -301,8 +353,14 @@ def main() -> None:
     )
     for f in Path(args.path).rglob("c/*/*/*"):  # into the page cache
         f.read_bytes()
-    step = model_step(args.model_ms, args.model_size)
     doc: dict[str, Any] = {"meta": {"nbytes": nbytes, **vars(args)}, "results": {}}
+    if args.variants:
+        for kind in args.kinds.split(","):
+            doc["results"][kind] = variants(args, kind)
+        if args.json:
+            Path(args.json).write_text(json.dumps(doc, indent=1))
+        return
+    step = model_step(args.model_ms, args.model_size)
     for kind in args.kinds.split(","):
         rows = doc["results"][kind] = {"ZarrSamples": ours(args, kind, step)}
         for w in map(int, args.workers.split(",")):

@@ -192,6 +192,31 @@ def test_one_read_task_per_batch_at_most(group, monkeypatch):
     assert len(calls) <= 13 and sum(calls) == 2 * 5  # each group's window of x and t, once
 
 
+def test_epochs_share_the_reading_threads_and_an_epoch_left_early_stops_reading(group, monkeypatch):
+    import threading
+
+    threads, calls = set(), []
+    real = loader_mod.read_regions
+
+    def counted(boxes, *a):
+        threads.add(threading.get_ident())
+        calls.append(1)
+        return real(boxes, *a)
+
+    monkeypatch.setattr(loader_mod, "read_regions", counted)
+    loader = SampleLoader(group, 2, sample_dims=("time",), device="cpu", shuffle_buffer=1, prefetch=2)
+    for epoch in range(3):
+        loader.set_epoch(epoch)
+        assert len(list(loader)) == 25
+    assert len(threads) <= 2  # one pool of prefetch threads for every epoch
+    calls.clear()
+    it = iter(loader)
+    next(it)
+    it.close()  # left after one batch: at most the batches already started were read
+    loader._pool.shutdown(wait=True)
+    assert len(calls) <= 3
+
+
 def test_the_memory_budget_bounds_batches_and_prefetch(group):
     one = 8 * (12 * 16 * 4 + 8)  # a batch of 8 samples of x and t
     with pytest.raises(ValueError, match="over memory_budget"):

@@ -235,6 +235,7 @@ class SampleLoader:
         )
         self.rank, self.world_size, self.strict = rank, world_size, strict
         self.epoch = 0
+        self._pool: ThreadPoolExecutor | None = None
         self._grids = [
             [v.info.grid[v.dims.index(d)] if d in v.dims else _NO_GROUPING for d in self.tiled]
             for v in self.variables
@@ -363,14 +364,19 @@ class SampleLoader:
         ahead = self.prefetch_for(plan)
         windows: dict[int, Future[list[Any]]] = {}
         batches = plan.epoch.batches
-        with ThreadPoolExecutor(ahead, initializer=_use_gpu, initargs=(self.gpu,)) as ex:
-            queue: deque[Future[dict[str, Any]]] = deque()
+        if self._pool is None:  # kept across epochs: its threads' streams and memory pools with it
+            self._pool = ThreadPoolExecutor(
+                self.prefetch, "zarr-dask-gpu-loader", initializer=_use_gpu, initargs=(self.gpu,)
+            )
+        ex = self._pool
+        queue: deque[Future[dict[str, Any]]] = deque()
 
-            def submit(j: int) -> None:
-                for g, _ in plan.epoch.parts[j]:
-                    windows[g] = Future()
-                queue.append(ex.submit(self._batch, plan, j, windows))
+        def submit(j: int) -> None:
+            for g, _ in plan.epoch.parts[j]:
+                windows[g] = Future()
+            queue.append(ex.submit(self._batch, plan, j, windows))
 
+        try:
             for j in range(min(ahead, len(batches))):
                 submit(j)
             for j in range(len(batches)):
@@ -380,6 +386,9 @@ class SampleLoader:
                 if j + ahead < len(batches):
                     submit(j + ahead)
                 yield out
+        finally:  # an epoch left early: its batches not started are not read
+            for f in queue:
+                f.cancel()
 
     def _batch(self, plan: "LoaderPlan", j: int, windows: Mapping[int, Future[list[Any]]]) -> dict[str, Any]:
         """Batch ``j``: its new windows read in one task, its samples cut out of windows and stacked."""
