@@ -70,7 +70,7 @@ step dl "${DL_TIMEOUT:-500}" python3 benchmarks/state_dict_bench.py --gib "${DL_
 step torch "${TORCH_TIMEOUT:-200}" python3 -m pytest -q -p no:cacheprovider -o faulthandler_timeout=60 \
   tests/test_torch.py tests/test_loader.py tests/test_samples.py
 # shellcheck disable=SC2086  # LOADER_ARGS holds several words
-step loader "${LOADER_TIMEOUT:-400}" python3 benchmarks/loader_bench.py --json "$OUT/loader.json" ${LOADER_ARGS:-}
+step loader "${LOADER_TIMEOUT:-500}" python3 benchmarks/loader_bench.py --json "$OUT/loader.json" ${LOADER_ARGS:-}
 # shellcheck disable=SC2016  # expanded by the inner bash
 step compare "${COMPARE_TIMEOUT:-200}" bash -c \
   'python3 -m zarr_dask_gpu.bench.datasets A && python3 benchmarks/compare_trees.py ${COMPARE_TREES:-.}'
