@@ -10,11 +10,13 @@ import sys
 import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from zarr_dask_gpu import config
 from zarr_dask_gpu.bench import ceilings, datasets, rows
 from zarr_dask_gpu.bench import run as bench_run
+from zarr_dask_gpu.codecs import compressions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,16 +66,37 @@ A_ROWS = [
 ]
 
 
-def each_rows(name: str, zstd: bool) -> list[str]:
+def each_rows(name: str, codec: str, sharded: bool = False) -> list[str]:
+    files = not sharded
     return [
         f"{name}: from_zarr_gpu().persist(), in-process, 16 threads",
         f"{name}: same, cupy's pool kept between passes",
-        *([f"{name}: same, zstd-decoder=nvcomp"] if zstd else []),
+        *([f"{name}: same, zstd-decoder=nvcomp"] if codec == "zstd" else []),
         f"{name}: same, host-read-below=0",
         f"{name}: same, coalesce-tasks=0",
         f"{name}: same, coalesce-wait=None",
         f"{name}: same, staging=host",
         f"{name}: same, coalesce-decodes=False",
+        f"{name}: ceiling: kvikio pread, 32 threads (compressed bytes)",
+        *(
+            [
+                f"{name}: ceiling: nvCOMP batched zstd decode, 512 chunks in one call, on device",
+                f"{name}: this package's zstd kernels: batched zstd decode, 512 chunks in one call, "
+                "on device",
+            ]
+            if codec == "zstd" and files
+            else []
+        ),
+        *(
+            [f"{name}: ceiling: nvCOMP, every inner blosc stream in one call, on device"]
+            if "blosc" in codec
+            else []
+        ),
+        *(
+            [f"{name}: this package's zstd kernels: every inner blosc stream in one call, on device"]
+            if codec == "blosc-zstd"
+            else []
+        ),
         f"{name}: zarr-python enable_gpu()",
         f"{name}: zarr-python (CPU) + cupy.asarray",
     ]
@@ -90,22 +113,22 @@ def test_the_row_table_is_well_formed():
         assert row.kind in rows.KINDS, row
         assert row.skip is None or row.skip in rows.SKIP_KEYS, row
         assert row.threads == "T" or row.threads.removesuffix("T").isdigit(), row
-        assert not row.zstd_only or row.dataset == rows.EACH, row
+        assert row.needs is None or (row.needs in rows.NEEDS and row.dataset == rows.EACH), row
         for key in row.settings:  # every setting a key of the package's configuration
             assert key in config.DEFAULTS, (row, key)
-        if row.kind == "ceiling-decode":
+        if row.kind in ("ceiling-decode", "ceiling-blosc"):
             assert row.settings["zstd-decoder"] in ("nvcomp", "blocks"), row
     for settings in rows.TASK_PEAKS:
         assert all(key in config.DEFAULTS for key in settings)
     assert {row.skip for row in rows.ROWS} - {None} == set(rows.SKIP_KEYS)  # every key leaves rows out
     assert next(row.kind for row in rows.ROWS if row.kind in rows.COLD_KINDS) == "cold-ceiling"
-    names = [row.title(16, "host", name, chunks=512, kvikio_threads=32) for row, name in _plan("ABCD")]
+    every = list(datasets.DATASETS)
+    names = [row.title(16, "host", name, chunks=512, kvikio_threads=32) for row, name in _plan(every)]
     assert len(names) == len(set(names))
 
 
 def _plan(names, skip=()):
-    zstd = {n: datasets.DATASETS[n].zstd for n in names}
-    return list(rows.plan(list(names), set(skip), zstd))
+    return list(rows.plan(list(names), set(skip), datasets.DATASETS))
 
 
 def test_skip_keys_and_zstd_rows():
@@ -114,8 +137,10 @@ def test_skip_keys_and_zstd_rows():
     left = [r for r, _ in everything if (r, _) not in some]
     assert {r.skip for r in left} == {"cold", "checksum", "cluster"}
     assert not [r for r, name in some if name == "K" or r.kind in rows.COLD_KINDS]
-    nvcomp = [name for r, name in everything if r.dataset == rows.EACH and r.zstd_only]
+    nvcomp = [name for r, name in everything if r.dataset == rows.EACH and r.needs == "zstd"]
     assert nvcomp == ["B"]  # D is blosc lz4: nvCOMP's zstd decoder has nothing to read
+    blosc = {r.kind for r, name in _plan(["A", "D", "E"]) if name == "E" and r.needs}
+    assert blosc == {"ceiling-blosc"}  # E's files are blosc frames of zstd streams: its ceilings
     steps = bench_run._steps(everything)
     cold = [s for s in steps if s[0][0].kind in rows.COLD_KINDS]
     assert len(cold) == 1 and len(cold[0]) == 4 and all(len(s) == 1 for s in steps if s not in cold)
@@ -153,10 +178,13 @@ def test_the_gpu_run_records_every_row_under_its_name(monkeypatch, capsys):
     want = [
         *(n for n in A_ROWS if n != "tensorstore + cupy.asarray"),
         "cold_read_x_ratio",
-        *each_rows("B", True),
-        *each_rows("C", True),
-        *(n for n in each_rows("D", False) if "zarr-python" not in n),
-        *DERIVED[1:],
+        *each_rows("B", "zstd"),
+        *each_rows("C", "zstd", sharded=True),
+        *(n for n in each_rows("D", "blosc-lz4") if "zarr-python" not in n),
+        *DERIVED[1:3],
+        "fraction_of_nvcomp_ceiling, B",
+        "fraction_of_nvcomp_ceiling, D",
+        DERIVED[3],
     ]
     assert list(run.results) == want
     out = capsys.readouterr().out
@@ -167,7 +195,7 @@ def test_the_gpu_run_records_every_row_under_its_name(monkeypatch, capsys):
 
 
 def test_unknown_datasets_and_skip_keys_are_refused():
-    args = argparse.Namespace(datasets="A,E", skip="")
+    args = argparse.Namespace(datasets="A,F", skip="")
     with pytest.raises(SystemExit, match="unknown datasets"):
         bench_run.choices(args)
     with pytest.raises(SystemExit, match="unknown --skip keys"):
@@ -187,7 +215,48 @@ def test_datasets_lie_beside_a_and_are_written_as_described(tmp_path):
     assert len(files) == b.nchunks and not [f for f in files if f.endswith(("zarr.json", ".zarray"))]
     assert datasets.main(["B", "--path", base, "--gib", "0.05"]) == 0  # complete: reused
     with pytest.raises(ValueError, match="unknown dataset"):
-        datasets.write("E", base)
+        datasets.write("F", base)
+
+
+def test_the_volumes_are_written_as_described(tmp_path):
+    base = str(tmp_path / "a.zarr")
+    e = datasets.write("E", base, gib=0.01)  # at least one chunk: 256 MiB
+    assert e.shape == e.chunks == (128, 1024, 1024) and e.dtype == "float16"
+    conf = e.compressors[0].to_dict()["configuration"]
+    assert (conf["cname"], conf["clevel"], conf["shuffle"]) == ("zstd", 1, "bitshuffle")
+    z = datasets.write("Ez", base, gib=0.01)
+    assert z.shape == z.chunks == (64, 1024, 1024) and z.dtype == "float32"
+    assert 1.1 < z.nbytes / z.nbytes_stored() < 1.5  # about 1.27: little to gain, as the Ez
+    assert datasets.write("Ez", base, gib=0.01).attrs == z.attrs  # complete: reused
+    frame = Path(datasets.chunk_files(base + "-E")[0]).read_bytes()
+    offs, sizes, decoded = ceilings.blosc_streams(frame)
+    assert len(offs) == e.nbytes // 32768 and decoded.sum() == e.nbytes  # 32 KiB blocks, none stored
+    for i in (0, len(offs) // 2, len(offs) - 1):
+        out = np.empty(int(decoded[i]), np.uint8)
+        assert compressions.decode_into("zstd", frame[offs[i] : offs[i] + sizes[i]], out) is None
+
+
+@pytest.mark.parametrize("cname", ["lz4", "zstd", "zlib"])
+@pytest.mark.parametrize("shuffle", [0, 1, 2])
+@pytest.mark.parametrize(("typesize", "nbytes"), [(1, 70001), (2, 200000), (4, 1 << 20), (8, 300008)])
+def test_blosc_streams_are_those_c_blosc_wrote(cname, shuffle, typesize, nbytes):
+    import numcodecs
+
+    rng = np.random.default_rng(typesize + nbytes)
+    x = np.round(rng.standard_normal(nbytes // typesize), 1).astype(
+        f"u{typesize}" if typesize == 1 else f"f{typesize}"
+    )
+    frame = numcodecs.Blosc(cname, clevel=5, shuffle=shuffle, blocksize=1 << 14).encode(x)
+    offs, sizes, decoded = ceilings.blosc_streams(frame)
+    inner = compressions.inner(compressions.from_v2("blosc", cname)).name
+    parts = []
+    for o, n, d in zip(offs, sizes, decoded, strict=True):
+        out = np.empty(int(d), np.uint8)
+        assert compressions.decode_into(inner, frame[o : o + n], out) is None
+        parts.append(out)
+    assert decoded.sum() <= x.nbytes and len(offs) > 0
+    if shuffle == 0 and decoded.sum() == x.nbytes:  # no shuffle, no stored stream: the bytes in order
+        assert np.concatenate(parts).tobytes() == x.tobytes()
 
 
 def test_the_bench_imports_without_gpu_libraries():

@@ -1,4 +1,5 @@
-"""Sample zarr stores for the demo and the benchmark: float32, a realistic compression ratio (~3)."""
+"""Sample zarr stores for the demo and the benchmark: 2-d float32 rows of a realistic compression ratio
+(~3), and 3-d volumes of 1024 x 1024 slices whose noise sets the ratio."""
 
 import os
 from typing import Any, Literal
@@ -65,6 +66,56 @@ def write_sample(
     return a
 
 
+def write_volume(
+    path: str | os.PathLike,
+    nbytes: int,
+    chunk_bytes: int,
+    *,
+    dtype: str = "f4",
+    noise: float = 1.0,
+    decimals: int | None = None,
+    compressors: Any = "auto",
+) -> zarr.Array:
+    """Write (or reuse, if it already matches) a zarr v3 volume ``(n, 1024, 1024)`` of ``dtype`` of
+    about ``nbytes`` (at least one chunk), in chunks of whole slices of ``chunk_bytes``.
+
+    Slices are a smooth 3-d wave plus gaussian noise of standard deviation ``noise``, rounded to
+    ``decimals`` (None: not rounded): the more noise and decimals, the lower the compression ratio.
+    """
+    item = np.dtype(dtype).itemsize
+    depth = max(chunk_bytes // (_SIDE * _SIDE * item), 1)
+    shape = (max(nbytes // (_SIDE * _SIDE * item) // depth, 1) * depth, _SIDE, _SIDE)
+    mark = _mark(compressors) + f"; noise={noise}; decimals={decimals}"
+    if os.path.exists(os.path.join(path, "zarr.json")):
+        try:
+            a = zarr.open_array(path, mode="r")
+        except Exception:  # not an array of ours: written anew below
+            a = None
+        if (
+            a is not None
+            and a.shape == shape
+            and a.chunks == (depth, _SIDE, _SIDE)
+            and a.dtype == np.dtype(dtype)
+            and a.attrs.get(_MARK) == mark
+            and a.nchunks_initialized == a.nchunks
+        ):
+            return a
+    a = zarr.create_array(
+        path, shape=shape, chunks=(depth, _SIDE, _SIDE), dtype=dtype, overwrite=True, compressors=compressors
+    )
+    rng = np.random.default_rng(0)
+    y = np.sin(np.linspace(0, 6 * np.pi, _SIDE, dtype=np.float32))[:, None]
+    x = np.cos(np.linspace(0, 4 * np.pi, _SIDE, dtype=np.float32))[None, :]
+    for z in range(0, shape[0], depth):
+        k = np.arange(z, z + depth, dtype=np.float32)[:, None, None]
+        wave = 10 * (y * x)[None] + np.sin(k / 16)
+        values = wave + rng.standard_normal(wave.shape, dtype=np.float32) * noise
+        a[z : z + depth] = (values if decimals is None else np.round(values, decimals)).astype(dtype)
+    a.attrs[_MARK] = mark  # last: a store cut short is not reused
+    return a
+
+
+_SIDE = 1024
 _MARK = "zarr_dask_gpu_sample"
 
 

@@ -1,11 +1,13 @@
 """``zarr-dask-gpu bench`` and the helpers of the scripts in ``benchmarks/``.
 
-- ``datasets``: the bench's datasets (A, B, C, D, K), their paths and how they are written;
+- ``datasets``: the bench's datasets (A, B, C, D, K, A-large, E, Ez), their paths and how they are
+  written;
 - ``rows``: the GPU run's rows as a table (name, settings, dataset, kind, ``--skip`` key);
 - ``run``: the command (``add_arguments``, ``main``), the CPU run, the GPU run reading the table,
   the chart;
 - ``timing``: timed and interleaved passes, the page cache warmed or dropped, GPU passes;
-- ``ceilings``: kvikio's raw read, one batched zstd decode, the host-to-device copy.
+- ``ceilings``: kvikio's raw read, one batched zstd decode, one batched decode of every blosc inner
+  stream, the host-to-device copy.
 
 Nothing here imports cupy, kvikio or nvCOMP at module level: the CPU run needs none of them.
 """

@@ -1,7 +1,8 @@
 """The hardware ceilings the bench's rows are measured against, on a dataset's own chunk files:
 kvikio's multi-threaded raw read of every file, one batched zstd decode of every chunk already on the
-device (nvCOMP's, or this package's kernels), and a pinned host-to-device copy. Each maker returns a
-body to time, holding its buffers until it is dropped. kvikio and cupy are imported when one is made."""
+device (nvCOMP's, or this package's kernels), one batched decode of every inner stream of every
+blosc frame, and a pinned host-to-device copy. Each maker returns a body to time, holding its buffers
+until it is dropped. kvikio and cupy are imported when one is made."""
 
 import os
 from collections.abc import Callable, Sequence
@@ -81,6 +82,78 @@ def zstd_decode(files: Sequence[str], chunk_nbytes: int, decoder: str) -> tuple[
 
     run.buffers = (comp, out)  # type: ignore[attr-defined]  # the addresses above point into them
     return run, out
+
+
+def blosc_streams(frame: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The compressed inner streams of a sound blosc1 frame, by c-blosc 1.x's layout (a block table,
+    then each block's streams, each after its 4-byte size): their offsets in the frame, sizes and
+    decoded sizes. Stored streams (size = decoded size) are left out: nothing decodes them."""
+    from ..codecs.headers import blosc_layout
+
+    lay = {k: int(v[0]) for k, v in blosc_layout(np.frombuffer(frame[:16], np.uint8)[None]).items()}
+    assert not lay["flags"] & 2, "a copy-only frame has no streams"
+    nbytes, bs, nblocks, ts = lay["nbytes"], lay["blocksize"], lay["nblocks"], lay["typesize"]
+    splits = ts if (lay["flags"] >> 4) & 1 == 0 and ts <= 16 and bs // ts >= 128 else 1
+    starts = np.frombuffer(frame, "<i4", nblocks, 16)
+    offs, sizes, decoded = [], [], []
+    for b in range(nblocks):
+        size = min(bs, nbytes - b * bs)
+        parts = splits if size == bs else 1  # the last, partial block is never split
+        p = int(starts[b])
+        for _ in range(parts):
+            n = int.from_bytes(frame[p : p + 4], "little", signed=True)
+            if n != size // parts:
+                offs.append(p + 4)
+                sizes.append(n)
+                decoded.append(size // parts)
+            p += 4 + n
+    return np.array(offs, np.int64), np.array(sizes, np.int64), np.array(decoded, np.int64)
+
+
+def blosc_decode(files: Sequence[str], streams: str, decoder: str) -> tuple[Callable[[], None], Any, Any]:
+    """Body: one batched decode of every compressed inner stream of every blosc frame file (read to
+    the device first), compression ``streams`` (the blosc row's inner one) with ``zstd-decoder``
+    ``decoder``; the output buffer and a check that the first and last stream equal the reference
+    library's decode of them. It raises if a stream fails to decode."""
+    import cupy as cp
+    import dask
+
+    from ..codecs import compressions
+    from ..gpu import decompress
+
+    _, offs = layout(files)
+    comp = compressed(files)
+    kvikio_read_all(files, comp)
+    src, sizes, dsizes, raw = [], [], [], []
+    for f, base in zip(files, offs[:-1], strict=True):
+        with open(f, "rb") as fh:
+            frame = fh.read()
+        o, n, d = blosc_streams(frame)
+        src.append(o + base)
+        sizes.append(n)
+        dsizes.append(d)
+        raw += [frame[o[0] : o[0] + n[0]], frame[o[-1] : o[-1] + n[-1]]] if len(o) else []
+    src_offs, src_sizes, dst_sizes = np.concatenate(src), np.concatenate(sizes), np.concatenate(dsizes)
+    dst_offs = np.concatenate([[0], np.cumsum(dst_sizes)[:-1]])
+    out = cp.empty(int(dst_sizes.sum()), dtype=np.uint8)
+    src_ptr = np.uint64(comp.data.ptr) + src_offs.astype(np.uint64)
+    dst_ptr = np.uint64(out.data.ptr) + dst_offs.astype(np.uint64)
+    stream = cp.cuda.Stream(non_blocking=True)
+
+    def run() -> None:
+        with stream, dask.config.set({"zarr_dask_gpu.zstd-decoder": decoder}):
+            done = decompress.launch(streams, src_ptr, src_sizes, dst_ptr, dst_sizes, stream)
+            stream.synchronize()
+            assert not done.failures(), done.failures()[:3]
+
+    def check() -> None:
+        for data, at, n in ((raw[0], 0, dst_sizes[0]), (raw[-1], dst_offs[-1], dst_sizes[-1])):
+            want = np.empty(int(n), np.uint8)
+            assert compressions.decode_into(streams, data, want) is None
+            assert np.array_equal(out[int(at) : int(at) + int(n)].get(), want), "inner streams differ"
+
+    run.buffers = (comp, out)  # type: ignore[attr-defined]  # the addresses above point into them
+    return run, out, check
 
 
 def h2d(nbytes: int = 1 << 30) -> Callable[[], None]:

@@ -1,5 +1,6 @@
-"""The bench's datasets (the performance issue's A, B, C, D, and K): what each is, where it lies
-beside dataset A's path, and how it is written (``sample.write_sample``; reused when complete).
+"""The bench's datasets (the performance issues' A, B, C, D, K, A-large, E and Ez): what each is, where
+it lies beside dataset A's path, and how it is written (``sample.write_sample`` or
+``sample.write_volume``; reused when complete).
 
     python3 -m zarr_dask_gpu.bench.datasets B C D   # writes them beside /tmp/bench-a.zarr
 """
@@ -7,27 +8,22 @@ beside dataset A's path, and how it is written (``sample.write_sample``; reused 
 import argparse
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from ..sample import write_sample
+from ..sample import write_sample, write_volume
 
 DEFAULT_PATH = "/tmp/bench-a.zarr"
+Writer = Callable[[str, int, int], Any]  # (path, nbytes, chunk bytes) -> the zarr array written
 
 
-@dataclass(frozen=True)
-class Dataset:
-    """One dataset: ``fraction`` of ``--gib``, chunks of ``chunk_bytes`` (None: ``--chunk-mib``), at
-    ``--path`` with ``suffix`` appended; ``options`` makes ``write_sample``'s other keywords (codec
-    objects are made when the dataset is written)."""
+def _sample(path: str, nbytes: int, chunk: int) -> Any:
+    return write_sample(path, nbytes, chunk)
 
-    name: str
-    about: str
-    suffix: str = ""
-    fraction: float = 1.0
-    chunk_bytes: int | None = None
-    zstd: bool = True  # its chunks are zstd frames (nvCOMP's zstd decoder can read them)
-    options: Callable[[], dict[str, Any]] = field(default=dict)
+
+def _rows(options: Callable[[], dict[str, Any]] = dict) -> Writer:
+    """``write_sample`` with ``options()``'s keywords (codec objects are made when it is written)."""
+    return lambda path, nbytes, chunk: write_sample(path, nbytes, chunk, **options())
 
 
 def _blosc_lz4() -> dict[str, Any]:
@@ -42,6 +38,36 @@ def _zstd_checksums() -> dict[str, Any]:
     return {"compressors": ZstdCodec(checksum=True)}
 
 
+def _czarr_volume(path: str, nbytes: int, chunk: int) -> Any:
+    from zarr.codecs import BloscCodec
+
+    codec = BloscCodec(cname="zstd", clevel=1, shuffle="bitshuffle", typesize=2)
+    return write_volume(path, nbytes, chunk, dtype="f2", noise=0.01, compressors=codec)
+
+
+def _zstd_volume(path: str, nbytes: int, chunk: int) -> Any:
+    from zarr.codecs import ZstdCodec
+
+    return write_volume(path, nbytes, chunk, dtype="f4", noise=1.0, decimals=3, compressors=ZstdCodec())
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One dataset: ``fraction`` of ``--gib``, chunks of ``chunk_bytes`` (None: ``--chunk-mib``), at
+    ``--path`` with ``suffix`` appended, written by ``writer``. ``codec`` is what its chunks are
+    ("zstd", "blosc-lz4", "blosc-zstd") and ``sharded`` whether its files are shards of them: the
+    rows that need either (``rows.NEEDS``) are left out for the others."""
+
+    name: str
+    about: str
+    suffix: str = ""
+    fraction: float = 1.0
+    chunk_bytes: int | None = None
+    codec: str = "zstd"
+    sharded: bool = False
+    writer: Writer = _sample
+
+
 DATASETS = {
     d.name: d
     for d in (
@@ -53,17 +79,43 @@ DATASETS = {
             "-C",
             1.0,
             1 << 20,
-            options=lambda: {"shard_bytes": 256 << 20},
+            sharded=True,
+            writer=_rows(lambda: {"shard_bytes": 256 << 20}),
         ),
         Dataset(
-            "D", "zarr v2, blosc lz4 with byte shuffle, 8 MiB chunks", "-D", 1.0, 8 << 20, False, _blosc_lz4
+            "D",
+            "zarr v2, blosc lz4 with byte shuffle, 8 MiB chunks",
+            "-D",
+            1.0,
+            8 << 20,
+            "blosc-lz4",
+            writer=_rows(_blosc_lz4),
         ),
         Dataset(
             "K",
             "A's data and chunks, each zstd frame with its content checksum (XXH64)",
             "-K",
             1.0,
-            options=_zstd_checksums,
+            writer=_rows(_zstd_checksums),
+        ),
+        Dataset("A-large", "A's layout at 4x --gib (16 GiB: 2048 chunks of 8 MiB)", "-large", 4.0),
+        Dataset(
+            "E",
+            "czarr's layout: float16 (n, 1024, 1024), blosc zstd clevel 1 bitshuffle, chunks of 256 MiB "
+            "(8 at --gib 4), zarr v3",
+            "-E",
+            0.5,
+            256 << 20,
+            "blosc-zstd",
+            writer=_czarr_volume,
+        ),
+        Dataset(
+            "Ez",
+            "float32 (n, 1024, 1024), plain zstd (ratio about 1.27), chunks of 256 MiB (8 at --gib 4)",
+            "-Ez",
+            0.5,
+            256 << 20,
+            writer=_zstd_volume,
         ),
     )
 }
@@ -81,7 +133,7 @@ def write(name: str, base: str = DEFAULT_PATH, gib: float = 4.0, chunk_mib: int 
     d = _get(name)
     nbytes = int(int(gib * 2**30) * d.fraction)
     chunk = d.chunk_bytes if d.chunk_bytes is not None else chunk_mib << 20
-    return write_sample(path(name, base), nbytes, chunk, **d.options())
+    return d.writer(path(name, base), nbytes, chunk)
 
 
 def chunk_files(store: str) -> list[str]:

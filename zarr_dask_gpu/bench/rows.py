@@ -9,10 +9,12 @@ Names are templates: ``{threads}`` is the row's thread count, ``{label}`` its se
 not the default, for a row beside the default's.
 """
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
+
+from .datasets import Dataset
 
 OTHER_STAGING = "<the other staging>"
 EACH = "each"  # a row of every dataset of --datasets but A, in turn
@@ -29,12 +31,23 @@ KINDS = (
     "gds",
     "ceiling-read",
     "ceiling-decode",
+    "ceiling-blosc",
     "ceiling-h2d",
     "cold",
     "cold-ceiling",
 )
 COLD_KINDS = ("cold", "cold-ceiling")  # interleaved, the page cache dropped before every pass
 SKIP_KEYS = ("cluster", "zarr-gpu", "dask", "tensorstore", "gds", "cold", "checksum")
+# what a row of EACH may need of a dataset (``Row.needs``): zstd chunks; files that are each one zstd
+# frame; files that are each one blosc frame, of zstd streams or of any
+NEEDS: Mapping[str, Callable[[Dataset], bool]] = MappingProxyType(
+    {
+        "zstd": lambda d: d.codec == "zstd",
+        "zstd-files": lambda d: d.codec == "zstd" and not d.sharded,
+        "blosc-files": lambda d: d.codec.startswith("blosc") and not d.sharded,
+        "blosc-zstd-files": lambda d: d.codec == "blosc-zstd" and not d.sharded,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -46,7 +59,7 @@ class Row:
     skip: str | None = None
     threads: str = "T"  # "T": --threads; "2T": twice that; "4": four
     repeat: int | None = None  # passes timed (median); None: --repeat (--cold-repeat for cold rows)
-    zstd_only: bool = False  # of EACH: only datasets whose chunks are zstd
+    needs: str | None = None  # of EACH: only datasets that have it (a key of NEEDS)
     may_fail: bool = False  # a peer that cannot read the dataset is a result (printed), not a crash
 
     def thread_count(self, threads: int) -> int:
@@ -81,6 +94,9 @@ DEFAULT = "from_zarr_gpu().persist(), in-process, {threads} threads"
 OURS = "from_zarr_gpu().persist(), {threads} threads, {label}"
 ZARR_GPU = "zarr-python enable_gpu()"
 NVCOMP_CEILING = "ceiling: nvCOMP batched zstd decode, {chunks} chunks in one call, on device"
+KERNELS_CEILING = "this package's zstd kernels: batched zstd decode, {chunks} chunks in one call, on device"
+# nvCOMP's batched decode of every compressed inner stream of every blosc frame (the shuffle not undone)
+BLOSC_CEILING = "ceiling: nvCOMP, every inner blosc stream in one call, on device"
 COLD_DEFAULT = "cold: from_zarr_gpu().persist(), in-process, {threads} threads"
 COLD_CEILING = "cold: ceiling: kvikio pread (compressed bytes)"
 
@@ -146,11 +162,7 @@ ROWS: tuple[Row, ...] = (
     # ceilings, on the same chunk files
     Row("ceiling: kvikio pread, {kvikio_threads} threads (compressed bytes)", "ceiling-read"),
     Row(NVCOMP_CEILING, "ceiling-decode", _s(zstd_decoder="nvcomp")),
-    Row(
-        "this package's zstd kernels: batched zstd decode, {chunks} chunks in one call, on device",
-        "ceiling-decode",
-        _s(zstd_decoder="blocks"),
-    ),
+    Row(KERNELS_CEILING, "ceiling-decode", _s(zstd_decoder="blocks")),
     Row("ceiling: pinned host-to-device copy", "ceiling-h2d"),
     # cold: the page cache dropped for the dataset's files before each pass, untimed
     Row(COLD_CEILING, "cold-ceiling", skip="cold"),
@@ -160,36 +172,65 @@ ROWS: tuple[Row, ...] = (
     Row("{dataset}: " + DEFAULT, dataset=EACH),
     Row("{dataset}: same, cupy's pool kept between passes", "kept", dataset=EACH),
     *(
-        Row("{dataset}: same, {label}", settings=s, dataset=EACH, zstd_only=z)
-        for s, z in (
-            (_s(zstd_decoder="nvcomp"), True),  # nvCOMP's decoder, for trusted data only
-            (_s(host_read_below=0), False),  # kvikio preads only
-            (_s(coalesce_tasks=0), False),  # joined calls of every task then decoding, as before
-            (_s(coalesce_wait=None), False),  # a task's call waits for its partner's however long
-            (_s(staging=OTHER_STAGING), False),
-            (_s(coalesce_decodes=False), False),  # each task's nvCOMP calls its own
+        Row("{dataset}: same, {label}", settings=s, dataset=EACH, needs=n)
+        for s, n in (
+            (_s(zstd_decoder="nvcomp"), "zstd"),  # nvCOMP's decoder, for trusted data only
+            (_s(host_read_below=0), None),  # kvikio preads only
+            (_s(coalesce_tasks=0), None),  # joined calls of every task then decoding, as before
+            (_s(coalesce_wait=None), None),  # a task's call waits for its partner's however long
+            (_s(staging=OTHER_STAGING), None),
+            (_s(coalesce_decodes=False), None),  # each task's nvCOMP calls its own
         )
+    ),
+    # its ceilings, on its own chunk files
+    Row(
+        "{dataset}: ceiling: kvikio pread, {kvikio_threads} threads (compressed bytes)",
+        "ceiling-read",
+        dataset=EACH,
+    ),
+    Row(
+        "{dataset}: " + NVCOMP_CEILING, "ceiling-decode", _s(zstd_decoder="nvcomp"), EACH, needs="zstd-files"
+    ),
+    Row(
+        "{dataset}: " + KERNELS_CEILING, "ceiling-decode", _s(zstd_decoder="blocks"), EACH, needs="zstd-files"
+    ),
+    Row("{dataset}: " + BLOSC_CEILING, "ceiling-blosc", _s(zstd_decoder="nvcomp"), EACH, needs="blosc-files"),
+    Row(
+        "{dataset}: this package's zstd kernels: every inner blosc stream in one call, on device",
+        "ceiling-blosc",
+        _s(zstd_decoder="blocks"),
+        EACH,
+        needs="blosc-zstd-files",
     ),
     Row("{dataset}: " + ZARR_GPU, "zarr-gpu", dataset=EACH, repeat=1, may_fail=True),
     Row("{dataset}: zarr-python (CPU) + cupy.asarray", "zarr-cpu", dataset=EACH, repeat=1, may_fail=True),
 )
-# a task's peak device memory over its block (cupy pool high-water from an empty pool), per settings
+# a task's peak device memory over its block (cupy pool high-water from an empty pool), per settings,
+# on A and on these datasets when --datasets names them
+TASK_PEAK_DATASETS = ("A-large",)
 TASK_PEAKS: tuple[Mapping[str, Any], ...] = (_s(staging=OTHER_STAGING), _s(zstd_decoder="nvcomp"), _s())
 
 
-def task_peak_key(settings: Mapping[str, Any]) -> str:
-    return "task_peak_over_block" + (f", {label(settings)}" if settings else "")
+def task_peak_key(settings: Mapping[str, Any], dataset: str = "A") -> str:
+    return (
+        "task_peak_over_block"
+        + (f", {label(settings)}" if settings else "")
+        + (f", {dataset}" if dataset != "A" else "")
+    )
 
 
-def plan(datasets: Sequence[str], skip: set[str], zstd: Mapping[str, bool]) -> Iterator[tuple[Row, str]]:
+def plan(names: Sequence[str], skip: set[str], datasets: Mapping[str, Dataset]) -> Iterator[tuple[Row, str]]:
     """The rows a run measures, in order, with their datasets: the rows of A (and K), then those of
-    ``EACH`` for every other dataset named (``zstd`` says whose chunks are zstd); none of ``skip``."""
+    ``EACH`` for every other dataset named that has what the row needs (``datasets`` describes
+    them); none of ``skip``."""
     for row in ROWS:
         if row.dataset != EACH and row.skip not in skip:
             yield row, row.dataset
-    for name in datasets:
+    for name in names:
         if name == "A":
             continue
         for row in ROWS:
-            if row.dataset == EACH and row.skip not in skip and (zstd[name] or not row.zstd_only):
+            if row.dataset != EACH or row.skip in skip:
+                continue
+            if row.needs is None or NEEDS[row.needs](datasets[name]):
                 yield row, name

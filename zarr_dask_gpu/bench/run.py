@@ -302,10 +302,24 @@ def _decode_ceiling(run: GpuRun, row: Row, name: str) -> tuple[float, int]:
     body, out = ceilings.zstd_decode(d.files, chunk, row.settings["zstd-decoder"])
     out.fill(0)
     body()
-    first = out[:chunk].view(np.float32).get().reshape(a.chunks)
-    assert np.array_equal(first, a[: a.chunks[0]]), f"{row.name}: values differ"
+    first = out[:chunk].view(a.dtype).get().reshape(a.chunks)  # the files sorted: chunk 0 first
+    assert np.array_equal(first, a[tuple(slice(0, c) for c in a.chunks)]), f"{row.name}: values differ"
     seconds = timed(body, run.repeat(row))
     del body, out
+    free_device()
+    return seconds, d.nbytes
+
+
+def _blosc_ceiling(run: GpuRun, row: Row, name: str) -> tuple[float, int]:
+    from ..codecs import compressions
+
+    d = run.dataset(name)
+    streams = compressions.inner(compressions.get(datasets.DATASETS[name].codec)).name  # a blosc row
+    body, out, check = ceilings.blosc_decode(d.files, streams, row.settings["zstd-decoder"])
+    body()
+    check()
+    seconds = timed(body, run.repeat(row))
+    del body, out, check
     free_device()
     return seconds, d.nbytes
 
@@ -329,6 +343,7 @@ MEASURES: dict[str, Callable[[GpuRun, Row, str], tuple[float, int]]] = {
     "gds": _peer(_gds_peer),
     "ceiling-read": _read_ceiling,
     "ceiling-decode": _decode_ceiling,
+    "ceiling-blosc": _blosc_ceiling,
     "ceiling-h2d": _h2d_ceiling,
 }
 
@@ -378,14 +393,14 @@ def _steps(planned: list[tuple[Row, str]]) -> list[list[tuple[Row, str]]]:
     return steps
 
 
-def _one_task(run: GpuRun) -> None:
-    """One task alone (A's first block): its phases (``gpu.phases``) and its device memory at its
-    peak, against its block's size, under each of ``rows.TASK_PEAKS``."""
+def _one_task(run: GpuRun, name: str = "A") -> None:
+    """One task alone (dataset ``name``'s first block): its phases (``gpu.phases``) and its device
+    memory at its peak, against its block's size, under each of ``rows.TASK_PEAKS``."""
     import cupy as cp
 
     from ..gpu import phases
 
-    d = run.dataset("A")
+    d = run.dataset(name)
     pool = cp.get_default_memory_pool()
     first = d.x.blocks[(0,) * d.x.ndim]
     for _ in range(2):  # the first warms: kernel compiles, streams
@@ -404,22 +419,23 @@ def _one_task(run: GpuRun) -> None:
         resolved = {k: run.staging if v == rows.OTHER_STAGING else v for k, v in values.items()}
         with settings(resolved):
             z = first.compute(scheduler="sync")
-        run.results[rows.task_peak_key(resolved)] = pool.total_bytes() / z.nbytes
+        run.results[rows.task_peak_key(resolved, name)] = pool.total_bytes() / z.nbytes
         del z
         free_device()
     peak = run.results
-    other = peak[rows.task_peak_key({"staging": run.staging})]
-    print(f"task peak with staging={run.staging}: {other:.2f}x block")
-    print(f"task peak with nvCOMP: {peak[rows.task_peak_key({'zstd-decoder': 'nvcomp'})]:.2f}x block")
+    other = peak[rows.task_peak_key({"staging": run.staging}, name)]
+    print(f"{name}: task peak with staging={run.staging}: {other:.2f}x block")
+    nvcomp = peak[rows.task_peak_key({"zstd-decoder": "nvcomp"}, name)]
+    print(f"{name}: task peak with nvCOMP: {nvcomp:.2f}x block")
     block = d.x.chunksize
     chunks = math.prod(-(-b // c) for b, c in zip(block, d.array.chunks, strict=True))
     phase = ", ".join(
         f"{k} {ms[k]:.0f}" for k in ("plan", "locate", "read", "check", "decode", "assemble", "wait")
     )
     print(
-        f"one task ({chunks} chunks, {math.prod(block) * d.array.dtype.itemsize / 2**20:.0f} MiB): "
+        f"{name}: one task ({chunks} chunks, {math.prod(block) * d.array.dtype.itemsize / 2**20:.0f} MiB): "
         f"whole task {t_task * 1e3:.0f} ms, phases (ms) {phase}; peak device memory "
-        f"(staging, block, scratch: pool high-water) {peak['task_peak_over_block']:.2f}x block"
+        f"(staging, block, scratch: pool high-water) {peak[rows.task_peak_key({}, name)]:.2f}x block"
     )
 
 
@@ -437,8 +453,7 @@ def choices(args: argparse.Namespace) -> tuple[list[str], set[str]]:
 def measure(run: GpuRun, names: list[str], skip: set[str]) -> None:
     """Every row of the table for datasets ``names`` but ``skip``'s, in order, into ``run.results``;
     then the ratios between rows."""
-    zstd = {n: datasets.DATASETS[n].zstd for n in names}
-    for step in _steps(list(rows.plan(names, skip, zstd))):
+    for step in _steps(list(rows.plan(names, skip, datasets.DATASETS))):
         row, name = step[0]
         if row.kind in rows.COLD_KINDS:
             _cold(run, step)
@@ -467,6 +482,12 @@ def measure(run: GpuRun, names: list[str], skip: set[str]) -> None:
     print(
         f"from_zarr_gpu in-process / the nvCOMP decode ceiling: {results['fraction_of_nvcomp_ceiling']:.2f}"
     )
+    for name in names:  # each other dataset over its own nvCOMP ceiling (zstd chunks or blosc streams)
+        ours = results.get(f"{name}: {default}")
+        own = next((v for k, v in results.items() if k.startswith(f"{name}: ceiling: nvCOMP")), None)
+        if name != "A" and ours is not None and own is not None:
+            results[f"fraction_of_nvcomp_ceiling, {name}"] = ours / own
+            print(f"{name}: from_zarr_gpu in-process / its nvCOMP ceiling: {ours / own:.2f}")
     if "cold_read_x_ratio" in results:
         cold = results[rows.Row(rows.COLD_DEFAULT).title(run.args.threads, run.staging)]
         results["cold_fraction"] = cold / results["cold_read_x_ratio"]
@@ -497,7 +518,8 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     # correctness first: a slab against zarr-python's CPU read
     d.check(slice(a.shape[0] // 2, a.shape[0] // 2 + 3 * a.chunks[0]))
     print(f"values equal zarr-python's on a slab; dask blocks {d.x.chunksize}, {d.x.npartitions} tasks")
-    _one_task(run)
+    for name in ["A", *(n for n in names if n in rows.TASK_PEAK_DATASETS and n != "A")]:
+        _one_task(run, name)
     measure(run, names, skip)
     meta = {
         "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
