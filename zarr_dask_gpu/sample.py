@@ -31,20 +31,9 @@ def write_sample(
     shards = (max(shard_bytes // row, chunks[0]), _COLS) if shard_bytes else None
     unit = shards[0] if shards else chunks[0]
     rows = max(nbytes // row // unit, 1) * unit
-    if os.path.exists(os.path.join(path, "zarr.json" if zarr_format == 3 else ".zarray")):
-        try:
-            a = zarr.open_array(path, mode="r")
-        except Exception:  # not an array of ours: written anew below
-            a = None
-        if (
-            a is not None
-            and a.shape == (rows, _COLS)
-            and a.chunks == chunks
-            and a.shards == shards
-            and a.attrs.get(_MARK) == _mark(compressors)
-            and a.nchunks_initialized == a.nchunks  # every chunk (shard) written: none left half-done
-        ):
-            return a
+    a = _complete(path, zarr_format, (rows, _COLS), chunks, shards, np.dtype("f4"), _mark(compressors))
+    if a is not None:
+        return a
     a = zarr.create_array(
         path,
         shape=(rows, _COLS),
@@ -86,20 +75,9 @@ def write_volume(
     depth = max(chunk_bytes // (_SIDE * _SIDE * item), 1)
     shape = (max(nbytes // (_SIDE * _SIDE * item) // depth, 1) * depth, _SIDE, _SIDE)
     mark = _mark(compressors) + f"; noise={noise}; decimals={decimals}"
-    if os.path.exists(os.path.join(path, "zarr.json")):
-        try:
-            a = zarr.open_array(path, mode="r")
-        except Exception:  # not an array of ours: written anew below
-            a = None
-        if (
-            a is not None
-            and a.shape == shape
-            and a.chunks == (depth, _SIDE, _SIDE)
-            and a.dtype == np.dtype(dtype)
-            and a.attrs.get(_MARK) == mark
-            and a.nchunks_initialized == a.nchunks
-        ):
-            return a
+    a = _complete(path, 3, shape, (depth, _SIDE, _SIDE), None, np.dtype(dtype), mark)
+    if a is not None:
+        return a
     a = zarr.create_array(
         path, shape=shape, chunks=(depth, _SIDE, _SIDE), dtype=dtype, overwrite=True, compressors=compressors
     )
@@ -113,6 +91,26 @@ def write_volume(
         a[z : z + depth] = (values if decimals is None else np.round(values, decimals)).astype(dtype)
     a.attrs[_MARK] = mark  # last: a store cut short is not reused
     return a
+
+
+def _complete(
+    path: str | os.PathLike,
+    zarr_format: int,
+    shape: tuple,
+    chunks: tuple,
+    shards: tuple | None,
+    dtype: np.dtype,
+    mark: str,
+) -> zarr.Array | None:
+    """The array at ``path`` if it is one of these, written to the end (its ``mark`` is set last and
+    every chunk or shard is there), else None."""
+    try:
+        a = zarr.open_array(path, mode="r")
+    except Exception:  # none, or not an array of ours: written anew
+        return None
+    have = (a.metadata.zarr_format, a.shape, a.chunks, a.shards, a.dtype)
+    same = have == (zarr_format, shape, chunks, shards, dtype)
+    return a if same and a.attrs.get(_MARK) == mark and a.nchunks_initialized == a.nchunks else None
 
 
 _SIDE = 1024
