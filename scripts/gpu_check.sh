@@ -45,7 +45,7 @@ step xarray "${XARRAY_TIMEOUT:-200}" python3 benchmarks/xarray_bench.py --json "
 step timeline "${TIMELINE_TIMEOUT:-200}" python3 benchmarks/timeline.py ${TIMELINE_ARGS:-}
 step timeline8 "${TIMELINE_TIMEOUT:-200}" env CUDA_DEVICE_MAX_CONNECTIONS=8 python3 benchmarks/timeline.py
 # shellcheck disable=SC2086  # DATA holds several words
-step data 180 python3 -m zarr_dask_gpu.bench.datasets ${DATA:-B}
+step data "${DATA_TIMEOUT:-180}" python3 -m zarr_dask_gpu.bench.datasets ${DATA:-B}
 # shellcheck disable=SC2016  # expanded by the inner bash
 step timelines "${TIMELINE_TIMEOUT:-200}" bash -c 'for d in ${TIMELINES:-B C D}; do python3 benchmarks/timeline.py --path /tmp/bench-a.zarr-$d | grep -v "^    thread"; done'
 # the decoders under compute-sanitizer, cupy's pools off (ZDG_CUPY_POOL=0, tests/conftest.py) so that
