@@ -16,6 +16,8 @@ import statistics
 import subprocess
 import sys
 
+from zarr_dask_gpu.bench import chunk_files, warm_cache
+
 PASSES = """
 import sys, time, statistics
 import cupy as cp
@@ -43,11 +45,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--threads", type=int, default=16)
     args = p.parse_args()
-    for root, _, files in os.walk(args.path):  # warm page cache
-        for f in files:
-            with open(os.path.join(root, f), "rb") as fh:
-                while fh.read(64 << 20):
-                    pass
+    warm_cache(chunk_files(args.path))
     rates: dict[str, list[float]] = {t: [] for t in args.trees}
     for r in range(args.rounds):
         for tree in args.trees:

@@ -42,6 +42,8 @@ import numpy as np
 import torch
 import zarr
 
+from zarr_dask_gpu.bench import chunk_files, warm_cache
+
 LAT, LON, PATCH = 721, 1440, 128
 NAMES = ("t2m", "u10", "v10", "z500", "q700", "t850", "msl", "tp")
 
@@ -145,29 +147,43 @@ def drain(batches: Iterator[Any], count: int | None, step: Callable[[torch.Tenso
     return n
 
 
-def ours(args: argparse.Namespace, kind: str, step: Any) -> dict[str, Any]:
+def batch_size(args: argparse.Namespace, kind: str) -> int:
+    return args.patch_batch if kind == "patches" else args.field_batch
+
+
+def sample_bytes(args: argparse.Namespace, kind: str) -> int:
+    """Bytes of one sample of every variable, as it lands on the GPU."""
+    return 4 * args.variables * (PATCH * PATCH if kind == "patches" else LAT * LON)
+
+
+def zarr_samples(
+    args: argparse.Namespace, kind: str, prefetch: int, seed: int = 0, memory_budget: int | None = None
+) -> Any:
+    """This package's loader of ``kind``'s samples of every variable."""
     from zarr_dask_gpu.tensors import ZarrSamples
 
-    sizes = {"patch": {"lat": PATCH, "lon": PATCH}} if kind == "patches" else {}
-    batch = args.patch_batch if kind == "patches" else args.field_batch
+    return ZarrSamples(
+        args.path,
+        batch_size(args, kind),
+        variables=list(NAMES[: args.variables]),
+        sample_dims=("time",),
+        seed=seed,
+        shuffle_buffer=args.shuffle_buffer,
+        prefetch=prefetch,
+        memory_budget=memory_budget,
+        device="gpu",
+        **({"patch": {"lat": PATCH, "lon": PATCH}} if kind == "patches" else {}),
+    )
+
+
+def ours(args: argparse.Namespace, kind: str, step: Any) -> dict[str, Any]:
     names = list(NAMES[: args.variables])
 
     def build(seed: int, prefetch: int) -> Any:
-        return ZarrSamples(
-            args.path,
-            batch,
-            variables=names,
-            sample_dims=("time",),
-            seed=seed,
-            shuffle_buffer=args.shuffle_buffer,
-            prefetch=prefetch,
-            memory_budget=int(args.budget_gib * 2**30),
-            device="gpu",
-            **sizes,
-        )
+        return zarr_samples(args, kind, prefetch, seed, int(args.budget_gib * 2**30))
 
     prefetches = [int(p) for p in args.prefetch.split(",")]
-    per_sample = 4 * args.variables * (PATCH * PATCH if kind == "patches" else LAT * LON)
+    per_sample = sample_bytes(args, kind)
     out: dict[str, Any] = {}
 
     def first_batch(seed: int, prefetch: int, key: str) -> None:
@@ -228,13 +244,11 @@ def check(args: argparse.Namespace, ds: Any, first: dict[str, torch.Tensor], nam
 
 
 def baseline(args: argparse.Namespace, kind: str, workers: int, step: Any) -> dict[str, float]:
-    batch = args.patch_batch if kind == "patches" else args.field_batch
-    names = list(NAMES[: args.variables])
-    data = ZarrPython(args.path, names, kind == "patches", args.times)
-    per_sample = 4 * args.variables * (PATCH * PATCH if kind == "patches" else LAT * LON)
+    data = ZarrPython(args.path, list(NAMES[: args.variables]), kind == "patches", args.times)
+    per_sample = sample_bytes(args, kind)
     loader = torch.utils.data.DataLoader(
         data,
-        batch_size=batch,
+        batch_size=batch_size(args, kind),
         shuffle=True,
         num_workers=workers,
         pin_memory=True,
@@ -267,26 +281,14 @@ def variants(args: argparse.Namespace, kind: str) -> dict[str, Any]:
 
     from zarr_dask_gpu.bench.timing import settings
     from zarr_dask_gpu.gpu import phases
-    from zarr_dask_gpu.tensors import ZarrSamples
 
-    sizes = {"patch": {"lat": PATCH, "lon": PATCH}} if kind == "patches" else {}
-    batch = args.patch_batch if kind == "patches" else args.field_batch
     out: dict[str, Any] = {}
     for variant in ["", *args.variants.split(";")]:
         values = dict(kv.split("=", 1) for kv in variant.split(",") if kv)
         words: dict[str, Any] = {"None": None, "True": True, "False": False}
         values = {k: words.get(v, v) for k, v in values.items()}
         with settings(values):
-            ds = ZarrSamples(
-                args.path,
-                batch,
-                variables=list(NAMES[: args.variables]),
-                sample_dims=("time",),
-                shuffle_buffer=args.shuffle_buffer,
-                prefetch=args.variant_prefetch,
-                device="gpu",
-                **sizes,
-            )
+            ds = zarr_samples(args, kind, args.variant_prefetch)
             drain(iter(ds), 4, None)  # its threads' streams and pools made
             with phases.collect() as spans:
                 t0 = time.perf_counter()
@@ -351,8 +353,7 @@ def main() -> None:
         f"{nbytes / 1e9:.1f} GB ({time.perf_counter() - t0:.0f} s to write or find)",
         flush=True,
     )
-    for f in Path(args.path).rglob("c/*/*/*"):  # into the page cache
-        f.read_bytes()
+    warm_cache(chunk_files(args.path))
     doc: dict[str, Any] = {"meta": {"nbytes": nbytes, **vars(args)}, "results": {}}
     if args.variants:
         for kind in args.kinds.split(","):
