@@ -243,6 +243,33 @@ def test_the_memory_budget_bounds_batches_and_prefetch(group):
     assert sorted(int(v) for b in loader for v in b["t"]) == [10 * i for i in range(50)]
 
 
+def test_a_variable_along_no_sample_dim_is_whole_in_every_sample_and_groups_nothing(group):
+    g = zarr.open_group(group, mode="a")
+    mask = g.create_array("mask", shape=(12, 16), chunks=(6, 16), dtype="f4", dimension_names=("y", "x"))
+    mask[...] = sample(mask.shape, "f4")
+    loader = SampleLoader(group, 4, sample_dims=("time",), device="cpu", variables=["x", "t", "mask"])
+    plan, batches = _samples(loader)
+    assert len(np.unique(plan.groups)) == 5  # t's chunks of 10, as without the mask
+    for b in batches:
+        assert np.array_equal(host(b["mask"]), np.broadcast_to(mask[...], (len(b["t"]), 12, 16)))
+
+
+def test_samples_of_a_sharded_array_are_grouped_by_its_inner_chunks(tmp_path):
+    a = zarr.create_array(
+        tmp_path / "s.zarr",
+        shape=(50, 12),
+        chunks=(5, 12),
+        shards=(25, 12),
+        dtype="f4",
+        dimension_names=("time", "y"),
+    )
+    a[...] = sample(a.shape, "f4")
+    loader = SampleLoader({"a": a}, 4, sample_dims=("time",), device="cpu")
+    plan, batches = _samples(loader)
+    assert len(np.unique(plan.groups)) == 10  # one a read unit (inner chunk), not one a shard
+    assert sorted(map(tuple, np.concatenate([host(b["a"]) for b in batches]))) == sorted(map(tuple, a[...]))
+
+
 def test_variables_of_an_xarray_dataset_by_their_dims(tmp_path, device):
     xr = pytest.importorskip("xarray")
     import zarr_dask_gpu

@@ -236,10 +236,17 @@ class SampleLoader:
         self.rank, self.world_size, self.strict = rank, world_size, strict
         self.epoch = 0
         self._pool: ThreadPoolExecutor | None = None
-        self._grids = [
-            [v.info.grid[v.dims.index(d)] if d in v.dims else _NO_GROUPING for d in self.tiled]
-            for v in self.variables
-        ]
+        # each variable's read units (chunks, or inner chunks of shards) along the tiled dims, once
+        # per distinct shape; one along none of them is whole in every window and groups nothing
+        self._grids = sorted(
+            {
+                tuple(v.info.chunks[v.dims.index(d)] if d in v.dims else _NO_GROUPING for d in self.tiled)
+                for v in self.variables
+                if set(v.dims) & set(self.tiled)
+            }
+        )
+        # a regular grid's groups are the same every epoch
+        self._groups = None if self._regular is None else chunk_groups(self._regular, self._grids)
         self.batch_bytes = batch_size * sum(self._sample_bytes(v) for v in self.variables)
         if memory_budget is not None:
             if self.batch_bytes > memory_budget:
@@ -296,7 +303,7 @@ class SampleLoader:
     def plan(self, epoch: int) -> "LoaderPlan":
         """This rank's plan of ``epoch``."""
         origins = self.origins(epoch)
-        groups = chunk_groups(origins, self._grids)
+        groups = self._groups if self._groups is not None else chunk_groups(origins, self._grids)
         p = plan_epoch(
             groups,
             self.batch_size,
