@@ -291,6 +291,31 @@ def test_variables_of_an_xarray_dataset_by_their_dims(tmp_path, device):
             np.testing.assert_array_equal(host(b["u"][k]), ds["u"].values[lab])
 
 
+def test_variables_whose_cf_decoding_changes_values_are_refused(tmp_path):
+    xr = pytest.importorskip("xarray")
+    import zarr_dask_gpu
+
+    ds = xr.Dataset(
+        {name: (("time",), np.arange(6, dtype="f4")) for name in ("plain", "masked", "scaled")},
+        coords={"time": np.arange(6)},
+    )
+    encoding = {
+        "masked": {"_FillValue": 5.0},
+        "scaled": {"scale_factor": 0.5, "dtype": "i2", "_FillValue": -1},
+    }
+    ds.to_zarr(tmp_path / "d.zarr", encoding=encoding, zarr_format=3)
+    opened = zarr_dask_gpu.open_dataset(tmp_path / "d.zarr", device="cpu")
+    loader = SampleLoader(opened, 2, variables=["plain"], sample_dims=("time",), device="cpu")
+    assert sorted(v for b in loader for v in b["plain"].tolist()) == list(range(6))  # NaN fill: as stored
+    for name, why in (
+        ("masked", "_FillValue=5.0 masked"),
+        ("scaled", "scale_factor"),
+        ("scaled", "decoded to float64"),
+    ):
+        with pytest.raises(ValueError, match=f"variable '{name}' is CF-decoded .*{why}"):
+            SampleLoader(opened, 2, variables=[name], sample_dims=("time",), device="cpu")
+
+
 @settings(max_examples=25, deadline=None)
 @given(
     st.tuples(st.integers(1, 7), st.integers(1, 5)),  # chunks of x along time and y

@@ -60,14 +60,33 @@ def _from_dataset(ds: Any, names: Sequence[str] | None) -> list[tuple[str, zarr.
                 f"variable {name!r} is not a device variable of zarr_dask_gpu.open_dataset "
                 "(only those are read by the loader)"
             )
-        scaled = {"scale_factor", "add_offset"} & set(var.encoding)
-        if scaled:
+        changed = _decoded_values(var)
+        if changed:
             raise ValueError(
-                f"variable {name!r} is CF-scaled ({sorted(scaled)}); the loader reads stored values: "
-                "give normalize= instead"
+                f"variable {name!r} is CF-decoded ({changed}); the loader reads stored values: "
+                "give normalize= instead, or open the dataset with mask_and_scale=False"
             )
         out.append((str(name), stored, tuple(map(str, var.dims))))
     return out
+
+
+def _decoded_values(var: Any) -> str | None:
+    """How xarray's CF decoding made a variable's values other than the stored ones (scaled,
+    masked with a fill other than NaN, another dtype: unsigned, bool, times), or None."""
+    enc = var.encoding
+    steps = sorted({"scale_factor", "add_offset", "_Unsigned"} & set(enc))
+    for key in ("_FillValue", "missing_value"):
+        if key in enc:
+            try:
+                nan = bool(np.isnan(np.asarray(enc[key], dtype="f8")).all())
+            except (TypeError, ValueError):
+                nan = False
+            if not nan:
+                steps.append(f"{key}={enc[key]!r} masked")
+    stored = enc.get("dtype")
+    if stored is not None and np.dtype(stored) != var.dtype:
+        steps.append(f"stored as {np.dtype(stored)}, decoded to {var.dtype}")
+    return ", ".join(steps) or None
 
 
 def open_variables(arrays: Any, names: Sequence[str] | None = None) -> list[Variable]:
