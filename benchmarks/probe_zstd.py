@@ -110,10 +110,10 @@ for title, edits in variants.items():
     with zstd_blocks.compiled_from(changed):
         for n in (32, len(files)):
             t = float("nan")
-            with zstd_blocks.kernel_times() as kernels, contextlib.suppress(AssertionError):
+            with zstd_blocks.kernel_times() as launches, contextlib.suppress(AssertionError):
                 decode(n, "blocks")  # compiles the module at the first launch
                 t = timed(lambda n=n: decode(n, "blocks"), 1)
-            ms = dict(kernels)  # each kernel's last launch: the timed pass's
+            ms = dict(launches)  # each kernel's last launch: the timed pass's
             print(
                 f"{title}, {n} chunks: {t * 1e3:.1f} ms, zs_copy {ms.get('zs_copy', float('nan')):.1f} ms "
                 f"(zs_sequences {ms.get('zs_sequences', float('nan')):.1f} ms)",

@@ -57,14 +57,40 @@ def raw_read(files: Sequence[str]) -> Callable[[], None]:
     return run
 
 
+def _batched(
+    compression: str,
+    src: np.ndarray,
+    src_sizes: np.ndarray,
+    dst: np.ndarray,
+    dst_sizes: np.ndarray,
+    decoder: str,
+    buffers: tuple[Any, ...],
+) -> Callable[[], None]:
+    """Body: one ``decompress.launch`` of items ``compression`` at device addresses ``src`` into
+    ``dst`` with ``zstd-decoder`` ``decoder``, waited for; it raises if an item fails. It holds
+    ``buffers``, which the addresses point into."""
+    import cupy as cp
+
+    from ..gpu import decompress
+    from .timing import settings
+
+    stream = cp.cuda.Stream(non_blocking=True)
+
+    def run() -> None:
+        with stream, settings({"zstd-decoder": decoder}):
+            done = decompress.launch(compression, src, src_sizes, dst, dst_sizes, stream)
+            stream.synchronize()
+            assert not done.failures(), done.failures()[:3]
+
+    run.buffers = buffers  # type: ignore[attr-defined]
+    return run
+
+
 def zstd_decode(files: Sequence[str], chunk_nbytes: int, decoder: str) -> tuple[Callable[[], None], Any]:
     """Body: one batched decode of every zstd chunk file (read to the device first) with ``decoder``
     (``zstd-decoder``: "nvcomp" or "blocks"), scratch sized from the data as a task's is; and the
     output buffer, chunk ``i`` at ``i * chunk_nbytes``. It raises if a chunk fails to decode."""
     import cupy as cp
-    import dask
-
-    from ..gpu import decompress
 
     sizes, offs = layout(files)
     comp = compressed(files)
@@ -72,16 +98,8 @@ def zstd_decode(files: Sequence[str], chunk_nbytes: int, decoder: str) -> tuple[
     out = cp.empty(chunk_nbytes * len(files), dtype=np.uint8)
     src = np.uint64(comp.data.ptr) + offs[:-1].astype(np.uint64)
     dst = np.uint64(out.data.ptr) + np.arange(len(files), dtype=np.uint64) * np.uint64(chunk_nbytes)
-    stream = cp.cuda.Stream(non_blocking=True)
-
-    def run() -> None:
-        with stream, dask.config.set({"zarr_dask_gpu.zstd-decoder": decoder}):
-            done = decompress.launch("zstd", src, sizes, dst, np.full(len(files), chunk_nbytes), stream)
-            stream.synchronize()
-            assert not done.failures(), done.failures()[:3]
-
-    run.buffers = (comp, out)  # type: ignore[attr-defined]  # the addresses above point into them
-    return run, out
+    dst_sizes = np.full(len(files), chunk_nbytes)
+    return _batched("zstd", src, sizes, dst, dst_sizes, decoder, (comp, out)), out
 
 
 def blosc_streams(frame: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -92,8 +110,8 @@ def blosc_streams(frame: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
     lay = {k: int(v[0]) for k, v in blosc_layout(np.frombuffer(frame[:16], np.uint8)[None]).items()}
     assert not lay["flags"] & 2, "a copy-only frame has no streams"
-    nbytes, bs, nblocks, ts = lay["nbytes"], lay["blocksize"], lay["nblocks"], lay["typesize"]
-    splits = ts if (lay["flags"] >> 4) & 1 == 0 and ts <= 16 and bs // ts >= 128 else 1
+    nbytes, bs, nblocks = lay["nbytes"], lay["blocksize"], lay["nblocks"]
+    splits = lay["typesize"] if lay["split"] else 1
     starts = np.frombuffer(frame, "<i4", nblocks, 16)
     offs, sizes, decoded = [], [], []
     for b in range(nblocks):
@@ -110,41 +128,35 @@ def blosc_streams(frame: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.array(offs, np.int64), np.array(sizes, np.int64), np.array(decoded, np.int64)
 
 
-def blosc_decode(files: Sequence[str], streams: str, decoder: str) -> tuple[Callable[[], None], Any, Any]:
-    """Body: one batched decode of every compressed inner stream of every blosc frame file (read to
-    the device first), compression ``streams`` (the blosc row's inner one) with ``zstd-decoder``
-    ``decoder``; the output buffer and a check that the first and last stream equal the reference
-    library's decode of them. It raises if a stream fails to decode."""
+def blosc_decode(
+    files: Sequence[str], streams: str, decoder: str
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """Body: one batched decode of every compressed inner stream of every blosc frame file (copied
+    to the device first), compression ``streams`` (the blosc row's inner one) with ``zstd-decoder``
+    ``decoder``; and a check that the first and last stream equal the reference library's decode of
+    them. The body raises if a stream fails to decode."""
     import cupy as cp
-    import dask
 
     from ..codecs import compressions
-    from ..gpu import decompress
 
     _, offs = layout(files)
-    comp = compressed(files)
-    kvikio_read_all(files, comp)
+    host = np.zeros(int(offs[-1]), dtype=np.uint8)
     src, sizes, dsizes, raw = [], [], [], []
     for f, base in zip(files, offs[:-1], strict=True):
         with open(f, "rb") as fh:
             frame = fh.read()
+        host[base : base + len(frame)] = np.frombuffer(frame, np.uint8)
         o, n, d = blosc_streams(frame)
         src.append(o + base)
         sizes.append(n)
         dsizes.append(d)
         raw += [frame[o[0] : o[0] + n[0]], frame[o[-1] : o[-1] + n[-1]]] if len(o) else []
+    comp = cp.asarray(host)
     src_offs, src_sizes, dst_sizes = np.concatenate(src), np.concatenate(sizes), np.concatenate(dsizes)
     dst_offs = np.concatenate([[0], np.cumsum(dst_sizes)[:-1]])
     out = cp.empty(int(dst_sizes.sum()), dtype=np.uint8)
     src_ptr = np.uint64(comp.data.ptr) + src_offs.astype(np.uint64)
     dst_ptr = np.uint64(out.data.ptr) + dst_offs.astype(np.uint64)
-    stream = cp.cuda.Stream(non_blocking=True)
-
-    def run() -> None:
-        with stream, dask.config.set({"zarr_dask_gpu.zstd-decoder": decoder}):
-            done = decompress.launch(streams, src_ptr, src_sizes, dst_ptr, dst_sizes, stream)
-            stream.synchronize()
-            assert not done.failures(), done.failures()[:3]
 
     def check() -> None:
         for data, at, n in ((raw[0], 0, dst_sizes[0]), (raw[-1], dst_offs[-1], dst_sizes[-1])):
@@ -152,8 +164,7 @@ def blosc_decode(files: Sequence[str], streams: str, decoder: str) -> tuple[Call
             assert compressions.decode_into(streams, data, want) is None
             assert np.array_equal(out[int(at) : int(at) + int(n)].get(), want), "inner streams differ"
 
-    run.buffers = (comp, out)  # type: ignore[attr-defined]  # the addresses above point into them
-    return run, out, check
+    return _batched(streams, src_ptr, src_sizes, dst_ptr, dst_sizes, decoder, (comp, out)), check
 
 
 def h2d(nbytes: int = 1 << 30) -> Callable[[], None]:

@@ -38,11 +38,11 @@ KINDS = (
 )
 COLD_KINDS = ("cold", "cold-ceiling")  # interleaved, the page cache dropped before every pass
 SKIP_KEYS = ("cluster", "zarr-gpu", "dask", "tensorstore", "gds", "cold", "checksum")
-# what a row of EACH may need of a dataset (``Row.needs``): zstd chunks; files that are each one zstd
+# what a row of EACH may need of a dataset (``Row.needs``): zstd to decode; files that are each one zstd
 # frame; files that are each one blosc frame, of zstd streams or of any
 NEEDS: Mapping[str, Callable[[Dataset], bool]] = MappingProxyType(
     {
-        "zstd": lambda d: d.codec == "zstd",
+        "zstd": lambda d: d.codec in ("zstd", "blosc-zstd"),  # chunks or blosc streams
         "zstd-files": lambda d: d.codec == "zstd" and not d.sharded,
         "blosc-files": lambda d: d.codec.startswith("blosc") and not d.sharded,
         "blosc-zstd-files": lambda d: d.codec == "blosc-zstd" and not d.sharded,

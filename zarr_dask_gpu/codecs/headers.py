@@ -154,7 +154,8 @@ def check_blosc(head: bytes, n: int, expected: int) -> str | None:
 
 def blosc_layout(heads: np.ndarray) -> dict[str, np.ndarray]:
     """Fields of checked blosc1 headers (one row of 16 bytes per frame), with each frame's number
-    of blocks and of inner streams (``rows``), by c-blosc 1.x's splitting rule."""
+    of blocks, whether its full blocks are split into ``typesize`` streams (``split``) and its number
+    of inner streams (``rows``), by c-blosc 1.x's splitting rule."""
     words = heads[:, 4:16].copy().view("<i4")
     flags, ts = heads[:, 2].astype(np.int64), heads[:, 3].astype(np.int64)
     nbytes, bs = words[:, 0].astype(np.int64), np.maximum(words[:, 1].astype(np.int64), 1)
@@ -170,5 +171,6 @@ def blosc_layout(heads: np.ndarray) -> dict[str, np.ndarray]:
         "blocksize": bs,
         "nblocks": nblocks,
         "rows": rows,
+        "split": split,
         "ctbytes": words[:, 2].astype(np.int64),
     }
