@@ -149,15 +149,15 @@ def flag(key: str) -> bool:
     return value
 
 
-def choice(key: str, allowed: tuple[str, ...] | None = None) -> str:
-    """The configured value of ``zarr_dask_gpu.<key>``, one of its setting's choices (or ``allowed``).
+def choice(key: str) -> str:
+    """The configured value of ``zarr_dask_gpu.<key>``, one of its setting's choices.
 
     Raises
     ------
     ValueError
         The value is none of them (a misspelt mode would otherwise pass for the default).
     """
-    allowed = allowed or SETTINGS[key].choices
+    allowed = SETTINGS[key].choices
     value = _value(key, "choice")
     if value not in allowed:
         raise ValueError(

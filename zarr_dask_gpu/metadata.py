@@ -207,7 +207,7 @@ def open_array_info(
     meta = arr.metadata
     dtype = np.dtype(arr.dtype)
     if dtype.kind not in "biufcmM":
-        raise UnsupportedDtypeError(f"{where.root}/{path}: dtype {dtype} is neither numeric nor a time", arr)
+        raise UnsupportedDtypeError(f"{where.path(path)}: dtype {dtype} is neither numeric nor a time", arr)
     fill = arr.fill_value if arr.fill_value is not None else 0
     # datetime64 and timedelta64 keep a numpy scalar (NaT has no Python value)
     fill_value = (
