@@ -37,7 +37,7 @@ KINDS = (
     "cold-ceiling",
 )
 COLD_KINDS = ("cold", "cold-ceiling")  # interleaved, the page cache dropped before every pass
-SKIP_KEYS = ("cluster", "zarr-gpu", "dask", "tensorstore", "gds", "cold", "checksum")
+SKIP_KEYS = ("cluster", "zarr-gpu", "dask", "tensorstore", "gds", "cold", "checksum", "variants")
 # what a row of EACH may need of a dataset (``Row.needs``): zstd to decode; files that are each one zstd
 # frame; files that are each one blosc frame, of zstd streams or of any
 NEEDS: Mapping[str, Callable[[Dataset], bool]] = MappingProxyType(
@@ -108,6 +108,7 @@ def _blocks(block: str, calls: str | None, threads: str = "T") -> Row:
         settings=_s(block_size=block, gpu_min_blocks=1, decode_call_bytes=calls),
         threads=threads,
         repeat=2,
+        skip="variants",
     )
 
 
@@ -118,7 +119,7 @@ ROWS: tuple[Row, ...] = (
     Row("same, cupy's pool kept between passes", "kept"),
     # the techniques, each switched off in turn (docs/performance.md)
     *(
-        Row(OURS, settings=s, repeat=2)
+        Row(OURS, settings=s, repeat=2, skip="variants")
         for s in (
             _s(zstd_decoder="nvcomp"),  # a frame per thread block, as before this package's zstd kernels
             _s(decode_call_bytes="128MiB"),
@@ -153,7 +154,7 @@ ROWS: tuple[Row, ...] = (
         )
         for v in (True, False)
     ),
-    *(Row(DEFAULT, threads=t, repeat=2) for t in ("1", "4", "8")),
+    *(Row(DEFAULT, threads=t, repeat=2, skip="variants") for t in ("1", "4", "8")),
     Row("from_zarr_gpu().persist(), LocalCUDACluster 1 worker, {threads} thr", "cluster", skip="cluster"),
     Row(ZARR_GPU, "zarr-gpu", skip="zarr-gpu", repeat=1),
     Row("dask.array.from_zarr + cupy.asarray (threads)", "dask", skip="dask", repeat=1),
@@ -172,7 +173,7 @@ ROWS: tuple[Row, ...] = (
     Row("{dataset}: " + DEFAULT, dataset=EACH),
     Row("{dataset}: same, cupy's pool kept between passes", "kept", dataset=EACH),
     *(
-        Row("{dataset}: same, {label}", settings=s, dataset=EACH, needs=n)
+        Row("{dataset}: same, {label}", settings=s, dataset=EACH, needs=n, skip="variants")
         for s, n in (
             (_s(zstd_decoder="nvcomp"), "zstd"),  # nvCOMP's decoder, for trusted data only
             (_s(host_read_below=0), None),  # kvikio preads only

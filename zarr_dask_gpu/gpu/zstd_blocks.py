@@ -27,6 +27,7 @@ REASONS = {  # the kernels' statuses; 5, a frame they do not take, has no reason
 _THREADS = 128
 _STEP = 256  # ZS_STEP: the copier's threads, one a sequence of a step
 _XXH_THREADS = 128  # ZS_XXH_THREADS: four a frame
+_SEQ_THREADS = 8  # ZS_SEQ_THREADS
 
 
 _variant: cp.RawModule | None = None  # compiled_from's module, in place of zstd.cu's
@@ -158,8 +159,8 @@ def launch(
         _run("zs_fill", n, src_d, sizes_d, expected_d, counts, base_d, rec, status)
         _run("zs_tables", blocks, src_d, rec, huf, fse, status)
         _run("zs_literals", 4 * blocks, src_d, rec, huf, lit, status)
-        # a warp per thread block: a task's 2048 zstd blocks spread over 64 SMs, not 16
-        _run("zs_sequences", blocks, src_d, rec, fse, seq, status, threads=32)
+        # ZS_SEQ_THREADS a thread block, each with its block's tables in shared memory
+        _run("zs_sequences", blocks, src_d, rec, fse, seq, status, threads=_SEQ_THREADS)
         _run("zs_place", n, base_d, counts, rec, expected_d, status)
         copy = (np.int64(n), base_d, counts, src_d, rec, lit, seq, dst_d, status)
         _launch("zs_copy", n, *copy, threads=_STEP)  # a thread block a frame

@@ -642,11 +642,16 @@ ZD void zs_literals_item(i64 i, const u8* const* src, const zblock* blocks, cons
 // ---- sequences (a thread a block) --------------------------------------------------------------------------
 // A sequence: literal length (18 bits), match length (18 bits), offset (28 bits: the offset, or
 // ZS_SYMBOLIC | slot << 25 | d for "slot j of the block's incoming repeat offsets, minus d").
+// Each thread first copies its block's three FSE tables into its own `room` (shared memory on the
+// device): the loop's table lookups are the links of its chain of dependent loads, and a batch's
+// tables in global memory (5 KiB a block, all blocks in flight) far outgrow the L2 cache.
+
+#define ZS_SEQ_ROOM (2 * ZS_FSE_ENTRIES + 256)  // LL and ML tables (accuracy log 9), OF's (log 8)
 
 ZD u32 zs_minus1(u32 h) { return (h & ZS_SYMBOLIC) ? h + 1 : (h ? h - 1 : 0); }
 
 ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u32* fse, const zlengths* len,
-                          u64* seqs, int* status) {
+                          u64* seqs, int* status, u32* room) {
     zblock* r = blocks + i;
     if (r->type != 2 || status[r->chunk]) return;
     u32 h0 = r->hist_in[0], h1 = r->hist_in[1], h2 = r->hist_in[2];
@@ -655,13 +660,16 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u32
         const u8* b = src[r->chunk] + r->src;
         const u32* t[3];
         int log[3];
+        const int at[3] = {0, 2 * ZS_FSE_ENTRIES, ZS_FSE_ENTRIES}, logmax[3] = {9, 8, 9};  // LL, OF, ML
         for (int k = 0; k < 3; k++) {
-            t[k] = fse + ((i64)r->def[k] * 3 + k) * ZS_FSE_ENTRIES;
+            const u32* table = fse + ((i64)r->def[k] * 3 + k) * ZS_FSE_ENTRIES;
             log[k] = blocks[r->def[k]].fse_log[k];
-            if (log[k] < 0) {
+            if (log[k] < 0 || log[k] > logmax[k]) {  // the bound again: the table must fit its room
                 zs_fail(status + r->chunk, ZS_CORRUPT);
                 return;
             }
+            for (int e = 0; e < (1 << log[k]); e++) room[at[k] + e] = table[e];
+            t[k] = room + at[k];
         }
         zrev bs;
         if (!zr_init(&bs, b + r->bits_at, r->size - r->bits_at)) {
@@ -1077,12 +1085,16 @@ __global__ void zs_literals(i64 n, const u64* src, const zblock* blocks, const u
     zs_literals_item(i, ZS_SRC, blocks, huf, lits, status);
 }
 
+// ZS_SEQ_THREADS threads a thread block: their rooms (40 KiB) leave room for five per SM, each warp on
+// its own scheduler
+#define ZS_SEQ_THREADS 8
 __global__ void zs_sequences(i64 n, const u64* src, zblock* blocks, const u32* fse, u64* seqs, int* status) {
     __shared__ zlengths lengths;
+    __shared__ u32 rooms[ZS_SEQ_THREADS][ZS_SEQ_ROOM];
     if (threadIdx.x == 0) lengths = ZS_LENGTHS;
     __syncthreads();
     ZS_ITEM;
-    zs_sequences_item(i, ZS_SRC, blocks, fse, &lengths, seqs, status);
+    zs_sequences_item(i, ZS_SRC, blocks, fse, &lengths, seqs, status, rooms[threadIdx.x]);
 }
 
 __global__ void zs_place(i64 n, const i64* base, const i64* counts, zblock* blocks, const i64* expected,
@@ -1140,7 +1152,8 @@ int zs_host_decode(i64 n, const u8* const* src, const i64* sizes, u8* const* dst
     }
     for (i64 i = 0; i < tb; i++) zs_tables_item(i, src, blocks, huf, fse, status);
     for (i64 i = 0; i < 4 * tb; i++) zs_literals_item(i, src, blocks, huf, lits, status);
-    for (i64 i = 0; i < tb; i++) zs_sequences_item(i, src, blocks, fse, &ZS_LENGTHS, seqs, status);
+    u32 room[ZS_SEQ_ROOM];
+    for (i64 i = 0; i < tb; i++) zs_sequences_item(i, src, blocks, fse, &ZS_LENGTHS, seqs, status, room);
     for (i64 c = 0; c < n; c++) zs_place_item(c, base, counts, blocks, expected, status);
     for (i64 c = 0; c < n; c++) zs_copy_host(c, base, counts, src, blocks, lits, seqs, dst, status);
     for (i64 i = 0; verify && i < tb; i++) {
