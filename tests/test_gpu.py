@@ -272,3 +272,23 @@ def test_a_task_peak_device_memory_stays_within_3x_its_block(tmp_path, call_byte
         peak = (pool.total_bytes() - before) / block.nbytes
     np.testing.assert_array_equal(block.get(), a[...])
     assert peak <= (3.0 if call_bytes is None else 2.2), peak
+
+
+def test_a_task_keeps_none_of_its_device_memory_once_it_ends(tmp_path):
+    """A block computed and dropped leaves none of its task's device memory in use: the thread that
+    ran the task keeps no reference to its block (the chunks its errors name) until its next task."""
+    import cupy as cp
+
+    from zarr_dask_gpu.sample import write_sample
+
+    a = write_sample(str(tmp_path / "a.zarr"), 64 << 20, 8 << 20)
+    x = from_zarr_gpu(str(tmp_path / "a.zarr"))
+    pool = cp.get_default_memory_pool()
+    cp.cuda.Device().synchronize()
+    before = pool.used_bytes()
+    z = x.blocks[0, 0].compute(scheduler="sync")
+    nbytes = z.nbytes
+    np.testing.assert_array_equal(z.get(), a[: z.shape[0]])
+    del z
+    cp.cuda.Device().synchronize()
+    assert pool.used_bytes() - before < nbytes // 4, (pool.used_bytes() - before) / nbytes

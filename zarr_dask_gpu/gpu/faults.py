@@ -31,18 +31,21 @@ def settled(stream: Callable[[], cp.cuda.Stream]) -> Iterator[cp.cuda.Stream]:
     (asleep, the GIL released), with CUDA errors raised as in ``mapped``; not after a
     ``DeviceFaultError``, whose stream failed with the context."""
     _task.blocks = ()
-    with mapped():
-        s = stream()
     try:
-        yield s
-    except DeviceFaultError:
-        raise
-    except BaseException:
         with mapped():
-            wait(s)  # the stream may still read the task's buffers
-        raise
-    with mapped(), phases.record("wait"):
-        wait(s)
+            s = stream()
+        try:
+            yield s
+        except DeviceFaultError:
+            raise
+        except BaseException:
+            with mapped():
+                wait(s)  # the stream may still read the task's buffers
+            raise
+        with mapped(), phases.record("wait"):
+            wait(s)
+    finally:
+        _task.blocks = ()  # not its blocks kept alive until the thread's next task
 
 
 @contextlib.contextmanager
