@@ -232,8 +232,8 @@ def test_the_memory_budget_bounds_batches_and_prefetch(group):
         parts = [(j, g, idx) for j, ps in enumerate(plan.epoch.parts) for g, idx in ps]
         return max(
             sum(
-                loader.window_bytes(plan.origins[idx])
-                for f, g, idx in parts
+                loader.window_bytes(*plan.bounds[g])
+                for f, g, _ in parts
                 if f <= j and plan.epoch.last_use[g] > j - p
             )
             for j in range(len(plan.epoch.batches))

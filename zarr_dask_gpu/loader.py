@@ -334,7 +334,7 @@ class SampleLoader:
             shuffle=self.shuffle,
             shuffle_buffer=self.shuffle_buffer,
         )
-        return LoaderPlan(p, origins, groups)
+        return LoaderPlan(p, origins, groups, self.shape)
 
     def box(self, v: Variable, lo: np.ndarray, hi: np.ndarray) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Variable ``v``'s box of tiled dims from ``lo`` to ``hi`` (exclusive), whole elsewhere."""
@@ -349,9 +349,9 @@ class SampleLoader:
                 stop.append(size)
         return tuple(start), tuple(stop)
 
-    def window_bytes(self, origins: np.ndarray) -> int:
-        """Bytes of the window of samples with these origins, over every variable."""
-        lo, hi = origins.min(axis=0), origins.max(axis=0) + np.asarray(self.shape)
+    def window_bytes(self, lo: np.ndarray, hi: np.ndarray) -> int:
+        """Bytes of the window from ``lo`` to ``hi`` along the tiled dims (``LoaderPlan.bounds``), over
+        every variable."""
         total = 0
         for v in self.variables:
             a, b = self.box(v, lo, hi)
@@ -363,20 +363,16 @@ class SampleLoader:
         if self.memory_budget is None:
             return self.prefetch
         n = len(plan.epoch.batches)
-        first, last, size = [], [], []
-        for j, parts in enumerate(plan.epoch.parts):
-            for g, idx in parts:
-                first.append(j)
-                last.append(plan.epoch.last_use[g])
-                size.append(self.window_bytes(plan.origins[idx]))
+        reads = [(j, g) for j, parts in enumerate(plan.epoch.parts) for g, _ in parts]
+        first = np.array([j for j, _ in reads], dtype=np.int64)
+        last = np.array([plan.epoch.last_use[g] for _, g in reads], dtype=np.int64)
+        size = np.array([self.window_bytes(*plan.bounds[g]) for _, g in reads], dtype=np.int64)
         for p in range(self.prefetch, 0, -1):
             # while batch j is read, batches after j - p are not handed out yet: a window read by
             # batch f and last needed by batch l lives while batches f to l + p - 1 are read
             alive = np.zeros(n + 1, dtype=np.int64)
-            np.add.at(alive, np.asarray(first, dtype=np.int64), size)
-            np.add.at(
-                alive, np.minimum(np.asarray(last, dtype=np.int64) + p, n), -np.asarray(size, dtype=np.int64)
-            )
+            np.add.at(alive, first, size)
+            np.add.at(alive, np.minimum(last + p, n), -size)
             peak = int(np.cumsum(alive[:n]).max()) if n else 0
             if p * self.batch_bytes + peak <= self.memory_budget:
                 return p
@@ -435,9 +431,8 @@ class SampleLoader:
     def read_windows(self, plan: "LoaderPlan", parts: Sequence[tuple[int, np.ndarray]]) -> list[list[Any]]:
         """The windows of group parts, each a list over variables, read in one ``read_regions``."""
         boxes = []
-        for _, idx in parts:
-            o = plan.origins[idx]
-            lo, hi = o.min(axis=0), o.max(axis=0) + np.asarray(self.shape)
+        for g, _ in parts:
+            lo, hi = plan.bounds[g]
             boxes += [(v.info, *self.box(v, lo, hi)) for v in self.variables]
         if not boxes:
             return []
@@ -475,7 +470,7 @@ class SampleLoader:
     def _cut(self, plan: "LoaderPlan", s: int, windows: Mapping[int, list[Any]], k: int, v: Variable) -> Any:
         """Sample ``s`` of variable ``k`` (``v``), a view of its group's window."""
         g = int(plan.groups[s])
-        rel = plan.origins[s] - plan.starts[g]
+        rel = plan.origins[s] - plan.bounds[g][0]
         sel: list[Any] = []
         for d in v.dims:
             if d in self.squeezed:
@@ -503,7 +498,7 @@ class SampleLoader:
         out = xp.empty((len(batch), *first.shape[:axis], *first.shape[axis + 1 :]), dtype=first.dtype)
         for g in np.unique(groups):
             where = np.flatnonzero(groups == g)
-            rel = plan.origins[batch[where], 0] - plan.starts[int(g)][0]
+            rel = plan.origins[batch[where], 0] - plan.bounds[int(g)][0][0]
             piece = xp.take(windows[int(g)][k], xp.asarray(rel), axis=axis)
             out[xp.asarray(where)] = xp.moveaxis(piece, axis, 0)
         return out
@@ -511,15 +506,22 @@ class SampleLoader:
 
 @dataclass
 class LoaderPlan:
-    """A rank's epoch plan with the samples' origins and groups."""
+    """A rank's epoch plan with the samples' origins and groups, and the sample ``shape`` along the
+    tiled dims."""
 
     epoch: EpochPlan
     origins: np.ndarray
     groups: np.ndarray
+    shape: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        # where each group part's window starts along the tiled dims
-        self.starts = {g: self.origins[idx].min(axis=0) for parts in self.epoch.parts for g, idx in parts}
+        # each group part's window along the tiled dims: from its samples' least origin to past the end
+        # of their last sample (read_windows reads it, window_bytes sizes it, samples are cut from it)
+        self.bounds: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for parts in self.epoch.parts:
+            for g, idx in parts:
+                o = self.origins[idx]
+                self.bounds[g] = (o.min(axis=0), o.max(axis=0) + np.asarray(self.shape))
 
 
 def _use_gpu(index: int | None) -> None:
