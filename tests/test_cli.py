@@ -214,3 +214,22 @@ def test_the_sample_store_is_rewritten_when_cut_short_or_foreign(tmp_path):
     assert again.nchunks_initialized == again.nchunks
     zarr.create_array(path, shape=a.shape, chunks=a.chunks, dtype="f4", overwrite=True)  # foreign
     assert write_sample(path, 32 << 20).nchunks_initialized == a.nchunks
+
+
+def test_config_prints_every_setting_with_its_value_here(capsys):
+    import json
+
+    import dask
+
+    from zarr_dask_gpu import config
+
+    with dask.config.set({"zarr_dask_gpu.read-slots": 5}):
+        assert main(["config", "--json"]) == 0
+        rows = {r["key"]: r for r in json.loads(capsys.readouterr().out)}
+        assert list(rows) == list(config.SETTINGS)
+        assert rows["read-slots"]["value"] == 5 and rows["read-slots"]["default"] == 2
+        assert rows["strict"]["what"] == config.SETTINGS["strict"].doc
+        assert main(["config"]) == 0
+    text = capsys.readouterr().out
+    assert "zarr_dask_gpu.read-slots = 5 (default 2): " in text
+    assert "zarr_dask_gpu.strict = False: raise MissingChunkError" in text

@@ -15,6 +15,23 @@ from . import bench
 from .errors import ZarrGpuError
 
 
+def _config(args: argparse.Namespace) -> int:
+    """Every setting (``config.SETTINGS``): its value in this process, its default, what it does."""
+    from . import config
+
+    rows = [
+        {"key": k, "value": config.get(k), "default": s.default, "what": s.doc}
+        for k, s in config.SETTINGS.items()
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=1, default=str))
+        return 0
+    for r in rows:
+        mark = "" if r["value"] == r["default"] else f" (default {r['default']!r})"
+        print(f"zarr_dask_gpu.{r['key']} = {r['value']!r}{mark}: {r['what']}")
+    return 0
+
+
 def _info(args: argparse.Namespace) -> int:
     from .codecs.chain import stage_devices
     from .device import missing_gpu, resolve_device
@@ -242,6 +259,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cluster", action="store_true", help="read on a local cluster (one worker per GPU)")
     p.add_argument("--scheduler-file", default=None, help="read on a running cluster (dask scheduler file)")
     p.set_defaults(func=_read)
+
+    p = sub.add_parser(
+        "config",
+        help="each setting's value here (dask config, DASK_ZARR_DASK_GPU__* variables), default and use",
+        epilog="example: DASK_ZARR_DASK_GPU__BLOCK_SIZE=512MiB zarr-dask-gpu config",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_config)
 
     p = sub.add_parser(
         "bench",
