@@ -13,7 +13,6 @@ from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
 
 from .codecs.chain import ChainPlan, ShardLayout, classify, shard_layout
 from .errors import MetadataError, UnsupportedDtypeError
-from .extras import require
 
 if TYPE_CHECKING:
     from .stores import Store
@@ -118,22 +117,6 @@ def _safe_component(component: str) -> str:
     if component.startswith(("/", "\\")) or ".." in parts:
         raise MetadataError(f"component {component!r} leaves the store root")
     return "/".join(p for p in parts if p not in ("", "."))
-
-
-def is_url(path: str) -> bool:
-    """A remote location (``s3://``, ``http(s)://``, ...) rather than a local path."""
-    return "://" in path and not path.startswith("file://")
-
-
-# URL schemes and the fsspec implementation each needs
-_FILESYSTEMS = {"s3": "s3fs", "s3a": "s3fs", "http": "aiohttp", "https": "aiohttp"}
-
-
-def _require_filesystem(url: str) -> None:
-    scheme = url.split("://", 1)[0].lower()
-    require("fsspec", f"reading {scheme}:// URLs")
-    if scheme in _FILESYSTEMS:
-        require(_FILESYSTEMS[scheme], f"reading {scheme}:// URLs")
 
 
 def _why_no_array(store: "Store", path: str) -> tuple[bool, str] | None:

@@ -25,12 +25,29 @@ from dask.base import tokenize
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 
 from . import _preads, config
+from .extras import require
 from .io import ChunkReader, HostReader
-from .metadata import _require_filesystem, is_url
 from .retry import as_oserror, retrying, transient
 from .storage import Range, native_threads
 
 DeviceReader = Literal["cufile", "kvikio", "fsspec"]
+
+
+def is_url(path: str) -> bool:
+    """A remote location (``s3://``, ``http(s)://``, ...) rather than a local path."""
+    return "://" in path and not path.startswith("file://")
+
+
+# URL schemes and the fsspec implementation each needs
+_FILESYSTEMS = {"s3": "s3fs", "s3a": "s3fs", "http": "aiohttp", "https": "aiohttp"}
+
+
+def _require_filesystem(url: str) -> None:
+    scheme = url.split("://", 1)[0].lower()
+    require("fsspec", f"reading {scheme}:// URLs")
+    if scheme in _FILESYSTEMS:
+        require(_FILESYSTEMS[scheme], f"reading {scheme}:// URLs")
+
 
 # URL schemes kvikio.RemoteFile reads
 _KVIKIO_SCHEMES = ("http://", "https://", "s3://")
