@@ -30,6 +30,7 @@ found = datasets.chunk_files(args.path)
 files = [found[i % len(found)] for i in range(args.chunks)]  # past the last chunk, round again
 blobs = [Path(f).read_bytes() for f in files]
 nbytes = len(bytes(Zstd().decode(blobs[0])))
+batches = sorted({min(32, len(files)), len(files)})  # a task's 32 chunks, and all
 starts = np.cumsum([0, *[-(-len(b) // 16) * 16 for b in blobs]])
 host = np.zeros(int(starts[-1]), np.uint8)
 for s, b in zip(starts[:-1], blobs, strict=True):
@@ -50,7 +51,7 @@ def decode(n: int, decoder: str) -> None:
         assert not done.failures(), done.failures()[:3]
 
 
-for n in sorted({min(32, len(files)), len(files)}):
+for n in batches:
     for decoder in ("nvcomp", "blocks"):
         out.fill(0)
         decode(n, decoder)
@@ -103,7 +104,7 @@ for title, edits in variants.items():
         print(f"{title}: not in this source, skipped", flush=True)
         continue
     with zstd_blocks.compiled_from(changed):
-        for n in sorted({min(32, len(files)), len(files)}):
+        for n in batches:
             t = float("nan")
             with zstd_blocks.kernel_times() as launches, contextlib.suppress(AssertionError):
                 decode(n, "blocks")  # compiles the module at the first launch

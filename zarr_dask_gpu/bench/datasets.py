@@ -17,13 +17,12 @@ DEFAULT_PATH = "/tmp/bench-a.zarr"
 Writer = Callable[[str, int, int], Any]  # (path, nbytes, chunk bytes) -> the zarr array written
 
 
-def _sample(path: str, nbytes: int, chunk: int) -> Any:
-    return write_sample(path, nbytes, chunk)
-
-
 def _rows(options: Callable[[], dict[str, Any]] = dict) -> Writer:
     """``write_sample`` with ``options()``'s keywords (codec objects are made when it is written)."""
     return lambda path, nbytes, chunk: write_sample(path, nbytes, chunk, **options())
+
+
+_PLAIN = _rows()  # write_sample with its own defaults (A's layout)
 
 
 def _blosc_lz4() -> dict[str, Any]:
@@ -65,7 +64,7 @@ class Dataset:
     chunk_bytes: int | None = None
     codec: str = "zstd"
     sharded: bool = False
-    writer: Writer = _sample
+    writer: Writer = _PLAIN
 
 
 DATASETS = {
