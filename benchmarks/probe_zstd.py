@@ -1,6 +1,7 @@
 """This package's zstd kernels (``gpu/cuda/zstd.cu``) against nvCOMP on dataset A's chunks, on the device:
-one batch of every chunk and of a task's 32, each kernel's time (``zstd_blocks.kernel_times``: CUDA
-events), values checked against numcodecs; then variants of the source with parts of the work taken
+one batch of every chunk and of a task's 32, by the batch's rule and with each copier forced
+(``zstd_blocks.copier``: a frame per thread block, or by waves), each kernel's time
+(``zstd_blocks.kernel_times``: CUDA events), values checked against numcodecs; then variants of the source with parts of the work taken
 out, and other sources (``--compare``, say another branch's), timed the same way
 (``zstd_blocks.compiled_from``). Run on the GPU host after `zarr-dask-gpu bench` wrote dataset A:
     python3 benchmarks/probe_zstd.py [--path /tmp/bench-a.zarr] [--chunks 512] [--compare OTHER.cu ...]
@@ -51,21 +52,36 @@ def decode(n: int, decoder: str) -> None:
         assert not done.failures(), done.failures()[:3]
 
 
+def summed(launches: list[tuple[str, float]]) -> str:
+    ms: dict[str, float] = {}
+    for k, t in launches:  # the waves: one entry, their count beside it
+        ms[k] = ms.get(k, 0.0) + t
+    waves = sum(k == "zs_wave" for k, _ in launches)
+    return ", ".join(
+        f"{k} {t:.1f} ms" + (f" ({waves} waves)" if k == "zs_wave" else "") for k, t in ms.items()
+    )
+
+
 for n in batches:
-    for decoder in ("nvcomp", "blocks"):
-        out.fill(0)
-        decode(n, decoder)
-        for i in (0, n // 2, n - 1):
-            want = np.frombuffer(Zstd().decode(blobs[i]), np.uint8)
-            assert np.array_equal(out[i * nbytes : (i + 1) * nbytes].get(), want), (decoder, i)
-        best = timed(lambda n=n, decoder=decoder: decode(n, decoder), 3, pick=min)
-        print(
-            f"{decoder:7s} {n:4d} chunks: {best * 1e3:7.1f} ms ({n * nbytes / best / 1e9:6.2f} GB/s)",
-            flush=True,
-        )
-    with zstd_blocks.kernel_times() as launches:
-        decode(n, "blocks")
-    print("   " + ", ".join(f"{k} {ms:.1f} ms" for k, ms in launches), flush=True)
+    # the kernels by the batch's rule, then with each copier forced
+    for decoder, by in (("nvcomp", None), ("blocks", None), ("blocks", "frames"), ("blocks", "waves")):
+        forced = zstd_blocks.copier(by) if by else contextlib.nullcontext()
+        with forced:
+            out.fill(0)
+            decode(n, decoder)
+            for i in (0, n // 2, n - 1):
+                want = np.frombuffer(Zstd().decode(blobs[i]), np.uint8)
+                assert np.array_equal(out[i * nbytes : (i + 1) * nbytes].get(), want), (decoder, by, i)
+            best = timed(lambda n=n, decoder=decoder: decode(n, decoder), 3, pick=min)
+            print(
+                f"{decoder:7s} {by or 'rule':6s} {n:4d} chunks: {best * 1e3:7.1f} ms "
+                f"({n * nbytes / best / 1e9:6.2f} GB/s)",
+                flush=True,
+            )
+            if decoder == "blocks":
+                with zstd_blocks.kernel_times() as launches:
+                    decode(n, "blocks")
+                print("   " + summed(launches), flush=True)
 print("zs_count + read-back and scratch are the rest of the blocks decoder's time")
 
 # where the copier's time goes: the same source with parts of its byte work taken out (values wrong)

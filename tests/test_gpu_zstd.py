@@ -11,11 +11,17 @@ from .test_zstd_c import LEVELS, SIZES, _kinds, _sample, disagreements, fuzzed
 pytestmark = pytest.mark.gpu
 
 
-def gpu_decode(frames: list[bytes], expected: list[int], decoder: str = "blocks"):
-    """Each frame's output (None where it failed) and the failures, from one batched launch."""
+COPIERS = pytest.mark.parametrize("copier", ["frames", "waves"])
+
+
+def gpu_decode(frames: list[bytes], expected: list[int], decoder: str = "blocks", copier: str | None = None):
+    """Each frame's output (None where it failed) and the failures, from one batched launch (the
+    kernels' ``copier`` forced where given)."""
+    import contextlib
+
     import cupy as cp
 
-    from zarr_dask_gpu.gpu import decompress
+    from zarr_dask_gpu.gpu import decompress, zstd_blocks
     from zarr_dask_gpu.gpu.sync import wait
 
     starts = np.cumsum([0, *[-(-len(f) // 16) * 16 for f in frames]])
@@ -26,7 +32,8 @@ def gpu_decode(frames: list[bytes], expected: list[int], decoder: str = "blocks"
     out_at = np.cumsum([0, *[-(-e // 256) * 256 for e in expected]])
     out = cp.full(int(out_at[-1]) + 256, 0xAB, dtype=np.uint8)
     stream = cp.cuda.Stream(non_blocking=True)
-    with dask.config.set({"zarr_dask_gpu.zstd-decoder": decoder}), stream:
+    forced = zstd_blocks.copier(copier) if copier else contextlib.nullcontext()
+    with dask.config.set({"zarr_dask_gpu.zstd-decoder": decoder}), forced, stream:
         done = decompress.launch(
             "zstd",
             np.uint64(src.data.ptr) + starts[:-1].astype(np.uint64),
@@ -44,31 +51,51 @@ def gpu_decode(frames: list[bytes], expected: list[int], decoder: str = "blocks"
     ], bad
 
 
+@COPIERS
 @pytest.mark.parametrize("level", LEVELS)
-def test_decodes_what_libzstd_wrote(level):
+def test_decodes_what_libzstd_wrote(level, copier):
     frames, want = [], []
     for n in SIZES:
         for data in _kinds(n, seed=n + level + 10).values():
             frames.append(bytes(Zstd(level).encode(data)))
             want.append(data)
-    got, bad = gpu_decode(frames, [len(w) for w in want])
+    got, bad = gpu_decode(frames, [len(w) for w in want], copier=copier)
     assert not bad
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         assert g == w, i
 
 
-def test_benchmark_chunks_alike_to_nvcomp():
+@COPIERS
+def test_benchmark_chunks_alike_to_nvcomp(copier):
     """Sixteen of the benchmark's 8 MiB chunks (64 zstd blocks, about a million sequences each): the
-    copier's waits on earlier blocks of the frame are exercised throughout."""
+    copier's waits on earlier blocks of the frame are exercised throughout (by waves: hundreds)."""
     want = [_sample(8 << 20, seed=s) for s in range(16)]
     frames = [bytes(Zstd(0).encode(w)) for w in want]
-    ours, bad = gpu_decode(frames, [len(w) for w in want])
+    ours, bad = gpu_decode(frames, [len(w) for w in want], copier=copier)
     theirs, bad_nvcomp = gpu_decode(frames, [len(w) for w in want], "nvcomp")
     assert not bad and not bad_nvcomp
     assert ours == want and theirs == want
 
 
-def test_frames_as_libzstd_reads_them():
+def test_a_noisy_volume_by_either_copier():
+    """Eight chunks of a float32 volume with noise kept to 0.001 (dataset Ez's kind, mostly literals):
+    the rule copies them by waves; both copiers give libzstd's bytes."""
+    rng = np.random.default_rng(4)
+    wave = 10 * np.sin(np.linspace(0, 6 * np.pi, 1024, dtype=np.float32))[:, None] * np.ones(1024, np.float32)
+    want = [
+        np.round(wave[None] + rng.standard_normal((2, 1024, 1024), dtype=np.float32), 3)
+        .astype("f4")
+        .tobytes()
+        for _ in range(8)
+    ]
+    frames = [bytes(Zstd(0).encode(w)) for w in want]
+    for copier in (None, "frames", "waves"):
+        got, bad = gpu_decode(frames, [len(w) for w in want], copier=copier)
+        assert not bad and got == want, copier
+
+
+@COPIERS
+def test_frames_as_libzstd_reads_them(copier):
     """Two frames in one chunk, skippable frames, a content checksum (verified on the device) and a
     frame without a content size decode to libzstd's bytes; a flipped checksum, a dictionary id and
     bytes after the last frame are refused, each with its reason."""
@@ -83,7 +110,7 @@ def test_frames_as_libzstd_reads_them():
     dict_id[4] |= 1
     dict_id[5:5] = b"\x07"
     frames = [two, checksummed, skippable, bytes(flipped), bytes(dict_id), two + b"junk"]
-    got, bad = gpu_decode(frames, [300_000] * len(frames))
+    got, bad = gpu_decode(frames, [300_000] * len(frames), copier=copier)
     assert got[:3] == [data] * 3
     assert sorted(bad) == [3, 4, 5]
     assert "checksum" in bad[3] and "dictionary" in bad[4] and "after the last" in bad[5]
@@ -111,23 +138,25 @@ def test_offset_codes_past_the_kernels_decode_on_the_host(monkeypatch):
     assert not bad and got == [data, head] and seen == [1]
 
 
-def test_damaged_frames_are_reported():
+@COPIERS
+def test_damaged_frames_are_reported(copier):
     data = _sample(600_000)
     frame = bytes(Zstd(3).encode(data))
     wrong_size = bytes(Zstd(3).encode(data[:-4]))
     flipped = bytearray(frame)
     flipped[len(frame) // 2] ^= 0xFF  # inside a block's sequences: the FSE states run off
-    got, bad = gpu_decode([frame, wrong_size, bytes(flipped), frame], [len(data)] * 4)
+    got, bad = gpu_decode([frame, wrong_size, bytes(flipped), frame], [len(data)] * 4, copier=copier)
     assert got[0] == data and got[3] == data
     assert 1 in bad and "size" in bad[1]
 
 
-def test_fuzzed_frames_agree_with_libzstd():
+@COPIERS
+def test_fuzzed_frames_agree_with_libzstd(copier):
     """Sound frames with random bytes changed, straight into the kernels with no check before them: no
     hang, no fault; every frame they decode, libzstd decodes to the same bytes (what they refuse, the
     pipeline asks libzstd about: tests/test_damage.py)."""
     frames, sizes = fuzzed((5000, 300_000), 12, 11)
-    got, _ = gpu_decode(frames, sizes)
+    got, _ = gpu_decode(frames, sizes, copier=copier)
     both, differ = disagreements(frames, sizes, got)
     assert both > 0 and differ == 0
 

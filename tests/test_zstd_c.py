@@ -37,9 +37,10 @@ def lib(tmp_path_factory):
 
 
 def decode(
-    lib, frames: list[bytes], expected: list[int], verify: bool = True
+    lib, frames: list[bytes], expected: list[int], verify: bool = True, waves: bool = False
 ) -> tuple[np.ndarray, list[bytes]]:
-    """Each chunk's status and output, decoded together in one batch (content checksums verified)."""
+    """Each chunk's status and output, decoded together in one batch (content checksums verified), by
+    the frame copier or, with ``waves``, the copier by waves."""
     n = len(frames)
     bufs = [np.frombuffer(f + b"\0", np.uint8).copy() for f in frames]
     outs = [np.full(max(e, 1), 0xAB, np.uint8) for e in expected]
@@ -56,6 +57,7 @@ def decode(
         ctypes.c_void_p(exp.ctypes.data),
         ctypes.c_void_p(status.ctypes.data),
         ctypes.c_int(verify),
+        ctypes.c_int(waves),
     )
     return status, [o[:e].tobytes() for o, e in zip(outs, expected, strict=True)]
 
@@ -120,14 +122,18 @@ SIZES = [1, 5, 100, 1000, 4096, 65536, 131072, 131073, 400_000, 2 << 20]
 LEVELS = [-7, 1, 3, 9, 19, 22]
 
 
+COPIERS = pytest.mark.parametrize("waves", [False, True], ids=["frames", "waves"])
+
+
+@COPIERS
 @pytest.mark.parametrize("level", LEVELS)
-def test_decodes_what_libzstd_wrote(lib, level):
+def test_decodes_what_libzstd_wrote(lib, level, waves):
     frames, want = [], []
     for n in SIZES:
         for data in _kinds(n, seed=n + level + 10).values():
             frames.append(bytes(Zstd(level).encode(data)))
             want.append(data)
-    status, got = decode(lib, frames, [len(w) for w in want])
+    status, got = decode(lib, frames, [len(w) for w in want], waves=waves)
     assert (status == OK).all(), status
     for g, w in zip(got, want, strict=True):
         assert g == w
@@ -147,14 +153,33 @@ def test_the_copier_past_its_deferred_list(tmp_path):
     assert (status == OK).all() and got == want
 
 
-def test_a_benchmark_chunk_at_the_zarr_default(lib):
+@COPIERS
+def test_a_benchmark_chunk_at_the_zarr_default(lib, waves):
+    """An 8 MiB chunk of dataset A: 98% of its bytes from matches, chained through hundreds of waves."""
     data = _sample(8 << 20, seed=3)
     frame = bytes(Zstd(0).encode(data))
-    status, (got,) = decode(lib, [frame], [len(data)])
+    status, (got,) = decode(lib, [frame], [len(data)], waves=waves)
     assert status[0] == OK and got == data
 
 
-def test_frames_as_libzstd_reads_them(lib):
+@COPIERS
+def test_a_noisy_volume_chunk(lib, waves):
+    """Slices of a float32 volume with noise kept to 0.001 (dataset Ez's kind): most bytes literals,
+    short matches reaching back across many zstd blocks."""
+    rng = np.random.default_rng(4)
+    wave = 10 * np.sin(np.linspace(0, 6 * np.pi, 1024, dtype=np.float32))[:, None] * np.ones(1024, np.float32)
+    data = (
+        np.round(wave[None] + rng.standard_normal((3, 1024, 1024), dtype=np.float32), 3)
+        .astype("f4")
+        .tobytes()
+    )
+    frame = bytes(Zstd(0).encode(data))
+    status, (got,) = decode(lib, [frame], [len(data)], waves=waves)
+    assert status[0] == OK and got == data
+
+
+@COPIERS
+def test_frames_as_libzstd_reads_them(lib, waves):
     """Several frames in one chunk, skippable frames, content checksums (XXH64, verified) and frames
     without a content size decode; a checksum that does not match, a dictionary id, bytes after the
     last frame and a frame cut short are refused."""
@@ -170,7 +195,7 @@ def test_frames_as_libzstd_reads_them(lib):
     dict_id[4] |= 1  # a 1-byte dictionary id after the frame header descriptor
     dict_id[5:5] = b"\x07"
     frames = [two, checksummed, skippable, bytes(flipped), bytes(dict_id), two + b"junk", one + one[:-1]]
-    status, got = decode(lib, frames, [300_000] * len(frames))
+    status, got = decode(lib, frames, [300_000] * len(frames), waves=waves)
     assert list(status) == [OK, OK, OK, CHECKSUM, DICT, TRAILING, TRUNC]
     assert got[:3] == [data] * 3
     for f, st in zip(frames, status, strict=True):  # the reference's verdict
@@ -188,13 +213,14 @@ def test_sizes_that_differ_from_the_metadata(lib):
     assert list(status) == [OK, SIZE, SIZE]
 
 
-def test_damaged_frames_get_a_status(lib):
+@COPIERS
+def test_damaged_frames_get_a_status(lib, waves):
     data = _sample(600_000)
     frame = bytes(Zstd(3).encode(data))
     cuts = [frame[:k] for k in (0, 3, 4, 6, 10, 100, len(frame) // 2, len(frame) - 1)]
     garbage = np.random.default_rng(1).integers(0, 256, len(frame), dtype=np.uint8).tobytes()
     not_zstd = b"\x28\xb5\x2f\xfe" + frame[4:]
-    status, _ = decode(lib, [*cuts, garbage, not_zstd], [len(data)] * (len(cuts) + 2))
+    status, _ = decode(lib, [*cuts, garbage, not_zstd], [len(data)] * (len(cuts) + 2), waves=waves)
     assert (status != OK).all(), status
     assert status[-1] == HEADER
 
@@ -205,9 +231,12 @@ sys.path.insert(0, {tests!r})
 import test_zstd_c as t
 lib = t.ctypes.CDLL({so!r})
 frames, sizes = t.fuzzed((3000, 70_000, 300_000), 25, 7, (1, 3, 19))
-status, got = t.decode(lib, frames, sizes)
-both, differ = t.disagreements(frames, sizes, [g if st == 0 else None for st, g in zip(status, got)])
-print(len(frames), int((status != 0).sum()), differ)
+total = flagged = differ = 0
+for waves in (False, True):  # both copiers
+    status, got = t.decode(lib, frames, sizes, waves=waves)
+    both, d = t.disagreements(frames, sizes, [g if st == 0 else None for st, g in zip(status, got)])
+    total, flagged, differ = total + len(frames), flagged + int((status != 0).sum()), differ + d
+print(total, flagged, differ)
 """
 
 
@@ -227,4 +256,4 @@ def test_fuzzed_frames_stay_in_bounds(tmp_path):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
     total, flagged, differ = map(int, run.stdout.split())
-    assert total == 600 and flagged > 0 and differ == 0
+    assert total == 1200 and flagged > 0 and differ == 0

@@ -28,9 +28,11 @@ _THREADS = 128
 _STEP = 256  # ZS_STEP: the copier's threads, one a sequence of a step
 _XXH_THREADS = 128  # ZS_XXH_THREADS: four a frame
 _SEQ_THREADS = 8  # ZS_SEQ_THREADS
+_WAVES_PER_LOOK = 8  # waves of the copier by waves launched between reads of the matches left
 
 
 _variant: cp.RawModule | None = None  # compiled_from's module, in place of zstd.cu's
+_copier: str | None = None  # copier's choice, in place of the batch's rule
 _events: list[tuple[str, cp.cuda.Event, cp.cuda.Event]] | None = None  # kernel_times's
 
 
@@ -53,6 +55,20 @@ def compiled_from(code: str) -> Iterator[None]:
         yield
     finally:
         _variant = old
+
+
+@contextlib.contextmanager
+def copier(name: str) -> Iterator[None]:
+    """Inside, every batch is copied by ``name``: "frames" (a thread block a frame, in order) or "waves"
+    (``_copy_by_waves``), not by the rule of ``launch``. For tests and benchmarks: not for concurrent
+    decodes."""
+    global _copier
+    assert name in ("frames", "waves"), name
+    old, _copier = _copier, name
+    try:
+        yield
+    finally:
+        _copier = old
 
 
 @contextlib.contextmanager
@@ -134,7 +150,9 @@ def launch(
     The frames' block headers are walked first and their counts read back (the stream is waited for,
     as nvCOMP's scratch query does), so that the scratch is sized from headers checked against the
     metadata: per block 10.3 KiB of tables, 8 bytes a sequence (every match is 3 bytes or more), the
-    literals (docs/design.md compares it with nvCOMP's query).
+    literals (docs/design.md compares it with nvCOMP's query). A batch whose literals are half its
+    decoded bytes or more is copied by waves (``_copy_by_waves``: a bit a decoded byte more), the
+    others a frame per thread block.
     """
     n = len(src)
     cols = cp.asarray(
@@ -162,10 +180,65 @@ def launch(
         # ZS_SEQ_THREADS a thread block, each with its block's tables in shared memory
         _run("zs_sequences", blocks, src_d, rec, fse, seq, status, threads=_SEQ_THREADS)
         _run("zs_place", n, base_d, counts, rec, expected_d, status)
-        copy = (np.int64(n), base_d, counts, src_d, rec, lit, seq, dst_d, status)
-        _launch("zs_copy", n, *copy, threads=_STEP)  # a thread block a frame
+        # mostly matches (chained deep: hundreds of waves on dataset A's chunks): a frame in order
+        by = _copier or ("frames" if 2 * lits < int(np.sum(dst_sizes)) else "waves")
+        if by == "frames":
+            copy = (np.int64(n), base_d, counts, src_d, rec, lit, seq, dst_d, status)
+            _launch("zs_copy", n, *copy, threads=_STEP)  # a thread block a frame
+        else:
+            held += _copy_by_waves(n, blocks, src_d, rec, lit, seq, dst_d, dst_sizes, status, stream)
         if verify:
             grid = (4 * blocks + _XXH_THREADS - 1) // _XXH_THREADS
             _launch("zs_checksum", grid, np.int64(blocks), rec, dst_d, status, threads=_XXH_THREADS)
         held += (scratch, base_d)
     return Decode(status, fallback, held)
+
+
+def _copy_by_waves(
+    n: int,
+    blocks: int,
+    src_d: cp.ndarray,
+    rec: cp.ndarray,
+    lit: cp.ndarray,
+    seq: cp.ndarray,
+    dst_d: cp.ndarray,
+    dst_sizes: np.ndarray,
+    status: cp.ndarray,
+    stream: cp.cuda.Stream,
+) -> tuple:
+    """The copier by waves (``cuda/zstd.cu``): every block's literals placed, then waves of the matches
+    whose sources are ready, ``_WAVES_PER_LOOK`` between reads of the count left, until none is left or
+    a look finds no progress (only chunks already failed keep theirs). Every wave completes a match of
+    each sound frame with one left, so the looks are at most the sequences. Returns what the stream
+    still uses."""
+    words = np.asarray(dst_sizes, dtype=np.int64) // 32 + 2  # a bit a decoded byte
+    starts = np.cumsum([0, *words])
+    bits = cp.zeros(int(starts[-1]), dtype=np.uint32)
+    bits_d = cp.asarray(np.uint64(bits.data.ptr) + 4 * starts[:-1].astype(np.uint64))
+    remaining = cp.empty(blocks, dtype=np.int32)
+    left = cp.zeros(1, dtype=np.uint64)
+    grid = np.int64(blocks)
+    _launch(
+        "zs_resolve_blocks",
+        blocks,
+        grid,
+        src_d,
+        rec,
+        lit,
+        seq,
+        dst_d,
+        bits_d,
+        remaining,
+        left,
+        status,
+        threads=_STEP,
+    )
+    before = None
+    while True:
+        for _ in range(_WAVES_PER_LOOK):
+            _launch("zs_wave", blocks, grid, rec, seq, dst_d, bits_d, remaining, left, status, threads=_STEP)
+        wait(stream)
+        now = int(left.get()[0])
+        if now == 0 or now == before:
+            return (bits, bits_d, remaining, left)
+        before = now
