@@ -1,9 +1,10 @@
 """This package's zstd kernels (``gpu/cuda/zstd.cu``) against nvCOMP on dataset A's chunks, on the device:
 one batch of every chunk and of a task's 32, by the batch's rule and with each copier forced
 (``zstd_blocks.copier``: a frame per thread block, or by waves), each kernel's time
-(``zstd_blocks.kernel_times``: CUDA events), values checked against numcodecs; then variants of the source with parts of the work taken
-out, and other sources (``--compare``, say another branch's), timed the same way
-(``zstd_blocks.compiled_from``). Run on the GPU host after `zarr-dask-gpu bench` wrote dataset A:
+(``zstd_blocks.kernel_times``: CUDA events), values checked against numcodecs; then variants of the
+source with parts of the work taken out, and other sources (``--compare``, say another branch's),
+timed the same way (``zstd_blocks.compiled_from``). Run on the GPU host after `zarr-dask-gpu bench`
+wrote dataset A:
     python3 benchmarks/probe_zstd.py [--path /tmp/bench-a.zarr] [--chunks 512] [--compare OTHER.cu ...]
 """
 

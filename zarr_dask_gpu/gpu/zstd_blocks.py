@@ -28,6 +28,7 @@ _THREADS = 128
 _STEP = 256  # ZS_STEP: the copier's threads, one a sequence of a step
 _XXH_THREADS = 128  # ZS_XXH_THREADS: four a frame
 _SEQ_THREADS = 8  # ZS_SEQ_THREADS
+_LIT_THREADS = 32  # ZS_LIT_THREADS
 _WAVES_PER_LOOK = 8  # waves of the copier by waves launched between reads of the matches left
 
 
@@ -176,7 +177,7 @@ def launch(
         base_d = cp.asarray(base.ravel())
         _run("zs_fill", n, src_d, sizes_d, expected_d, counts, base_d, rec, status)
         _run("zs_tables", blocks, src_d, rec, huf, fse, status)
-        _run("zs_literals", 4 * blocks, src_d, rec, huf, lit, status)
+        _run("zs_literals", 4 * blocks, src_d, rec, huf, lit, status, threads=_LIT_THREADS)
         # ZS_SEQ_THREADS a thread block, each with its block's tables in shared memory
         _run("zs_sequences", blocks, src_d, rec, fse, seq, status, threads=_SEQ_THREADS)
         _run("zs_place", n, base_d, counts, rec, expected_d, status)

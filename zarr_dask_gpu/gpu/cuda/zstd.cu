@@ -587,8 +587,10 @@ ZD void zs_tables_item(i64 i, const u8* const* src, zblock* blocks, u16* huf, u3
 
 // ---- literals (four threads a block) -------------------------------------------------------------------
 
+// `room`: the block's Huffman table copied where the loop reads it faster (shared memory on the device),
+// or none: the table in `huf`.
 ZD void zs_literals_item(i64 i, const u8* const* src, const zblock* blocks, const u16* huf, u8* lits,
-                         int* status) {
+                         int* status, const u16* room) {
     const zblock* r = blocks + i / 4;
     int s = (int)(i % 4);
     if (r->type != 2 || status[r->chunk] || !r->lit_size) return;
@@ -602,7 +604,7 @@ ZD void zs_literals_item(i64 i, const u8* const* src, const zblock* blocks, cons
     }
     if (r->lit_streams == 1 && s) return;
     const zblock* h = blocks + r->huf;
-    const u16* t = huf + (i64)r->huf * ZS_HUF_ENTRIES;
+    const u16* t = room ? room : huf + (i64)r->huf * ZS_HUF_ENTRIES;
     int tb = h->huf_bits;
     const u8* p = b + r->huf_start;
     int total = r->lit_hdr + r->lit_csize - r->huf_start, start = 0, len = total, lo = 0, count = n;
@@ -637,6 +639,16 @@ ZD void zs_literals_item(i64 i, const u8* const* src, const zblock* blocks, cons
         state = ((state << nb) + zb_read(&bs, nb)) & mask;
     }
     if (bs.off != -tb) zs_fail(status + r->chunk, ZS_CORRUPT);
+}
+
+// Entries of block i's Huffman table that its literals read (2^bits), or 0 when they read none: the
+// block is not compressed, its chunk failed, its literals are raw or RLE, or the bits are out of range
+// (then the literals' own walk fails it).
+ZD int zs_huf_entries(const zblock* blocks, i64 i, const int* status) {
+    const zblock* r = blocks + i;
+    if (r->type != 2 || !r->lit_size || r->lit_type < 2 || status[r->chunk]) return 0;
+    int tb = blocks[r->huf].huf_bits;
+    return tb >= 1 && tb <= ZS_HUF_MAX_BITS ? 1 << tb : 0;
 }
 
 // ---- sequences (a thread a block) --------------------------------------------------------------------------
@@ -1175,9 +1187,22 @@ __global__ void zs_tables(i64 n, const u64* src, zblock* blocks, u16* huf, u32* 
     zs_tables_item(i, ZS_SRC, blocks, huf, fse, status);
 }
 
+// Four threads a zstd block (its literal streams), ZS_LIT_THREADS a thread block: each four first copy
+// their block's Huffman table into shared memory (4 KiB at most), as the sequences' threads do their
+// FSE tables: a batch's tables in global memory outgrow the L2 cache.
+#define ZS_LIT_THREADS 32
 __global__ void zs_literals(i64 n, const u64* src, const zblock* blocks, const u16* huf, u8* lits, int* status) {
-    ZS_ITEM;
-    zs_literals_item(i, ZS_SRC, blocks, huf, lits, status);
+    __shared__ u16 rooms[ZS_LIT_THREADS / 4][ZS_HUF_ENTRIES];
+    __shared__ int entries[ZS_LIT_THREADS / 4];
+    i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    int g = threadIdx.x >> 2, s = threadIdx.x & 3;
+    if (s == 0) entries[g] = i < n ? zs_huf_entries(blocks, i / 4, status) : 0;  // one verdict for the four
+    __syncthreads();
+    int m = entries[g];
+    const u16* t = i < n && m ? huf + (i64)blocks[i / 4].huf * ZS_HUF_ENTRIES : 0;
+    for (int e = s; e < m; e += 4) rooms[g][e] = t[e];
+    __syncthreads();
+    if (i < n) zs_literals_item(i, ZS_SRC, blocks, huf, lits, status, m ? rooms[g] : 0);
 }
 
 // ZS_SEQ_THREADS threads a thread block: their rooms (40 KiB) leave room for five per SM, each warp on
@@ -1348,7 +1373,12 @@ int zs_host_decode(i64 n, const u8* const* src, const i64* sizes, u8* const* dst
         if (!status[c]) zs_walk(src[c], sizes[c], expected[c], (int)c, counts + 3 * c, blocks, base + 3 * c);
     }
     for (i64 i = 0; i < tb; i++) zs_tables_item(i, src, blocks, huf, fse, status);
-    for (i64 i = 0; i < 4 * tb; i++) zs_literals_item(i, src, blocks, huf, lits, status);
+    u16 hroom[ZS_HUF_ENTRIES];
+    for (i64 b = 0; b < tb; b++) {  // as on the device: the table copied first, where a block reads one
+        int m = zs_huf_entries(blocks, b, status);
+        for (int e = 0; e < m; e++) hroom[e] = huf[(i64)blocks[b].huf * ZS_HUF_ENTRIES + e];
+        for (int k = 0; k < 4; k++) zs_literals_item(4 * b + k, src, blocks, huf, lits, status, m ? hroom : 0);
+    }
     u32 room[ZS_SEQ_ROOM];
     for (i64 i = 0; i < tb; i++) zs_sequences_item(i, src, blocks, fse, &ZS_LENGTHS, seqs, status, room);
     for (i64 c = 0; c < n; c++) zs_place_item(c, base, counts, blocks, expected, status);
