@@ -37,10 +37,10 @@ def lib(tmp_path_factory):
 
 
 def decode(
-    lib, frames: list[bytes], expected: list[int], verify: bool = True, waves: bool = False
+    lib, frames: list[bytes], expected: list[int], verify: bool = True, waves: bool | list[bool] = False
 ) -> tuple[np.ndarray, list[bytes]]:
     """Each chunk's status and output, decoded together in one batch (content checksums verified), by
-    the frame copier or, with ``waves``, the copier by waves."""
+    the frame copier or, where ``waves`` says (one flag, or one a chunk), the copier by waves."""
     n = len(frames)
     bufs = [np.frombuffer(f + b"\0", np.uint8).copy() for f in frames]
     outs = [np.full(max(e, 1), 0xAB, np.uint8) for e in expected]
@@ -49,6 +49,7 @@ def decode(
     sizes = np.array([len(f) for f in frames], np.int64)
     exp = np.array(expected, np.int64)
     status = np.full(n, -1, np.int32)
+    flags = np.array(waves if isinstance(waves, list) else [waves] * n, np.uint8)
     lib.zs_host_decode(
         ctypes.c_longlong(n),
         src,
@@ -57,7 +58,7 @@ def decode(
         ctypes.c_void_p(exp.ctypes.data),
         ctypes.c_void_p(status.ctypes.data),
         ctypes.c_int(verify),
-        ctypes.c_int(waves),
+        ctypes.c_void_p(flags.ctypes.data),
     )
     return status, [o[:e].tobytes() for o, e in zip(outs, expected, strict=True)]
 
@@ -176,6 +177,22 @@ def test_a_noisy_volume_chunk(lib, waves):
     frame = bytes(Zstd(0).encode(data))
     status, (got,) = decode(lib, [frame], [len(data)], waves=waves)
     assert status[0] == OK and got == data
+
+
+def test_the_copiers_side_by_side_and_past_the_waves_bound(lib, tmp_path):
+    """Chunks of one batch by either copier, in turn; and with a bound of two waves, the matches left
+    copied in order: libzstd's bytes every time."""
+    frames, want = [], []
+    for seed, data in enumerate([*_kinds(300_000, seed=8).values(), _sample(2 << 20, seed=9)]):
+        frames.append(bytes(Zstd(3 if seed % 2 else 0).encode(data)))
+        want.append(data)
+    sizes = [len(w) for w in want]
+    status, got = decode(lib, frames, sizes, waves=[i % 2 == 0 for i in range(len(frames))])
+    assert (status == OK).all() and got == want
+    _build(tmp_path / "zs2.so", "-DZS_WAVES_MAX=2")
+    bounded = ctypes.CDLL(str(tmp_path / "zs2.so"))
+    status, got = decode(bounded, frames, sizes, waves=True)
+    assert (status == OK).all() and got == want
 
 
 @COPIERS

@@ -30,6 +30,7 @@ _XXH_THREADS = 128  # ZS_XXH_THREADS: four a frame
 _SEQ_THREADS = 8  # ZS_SEQ_THREADS
 _LIT_THREADS = 32  # ZS_LIT_THREADS
 _WAVES_PER_LOOK = 8  # waves of the copier by waves launched between reads of the matches left
+_WAVES_MAX = 256  # ZS_WAVES_MAX: then the matches left are copied in order
 
 
 _variant: cp.RawModule | None = None  # compiled_from's module, in place of zstd.cu's
@@ -60,7 +61,7 @@ def compiled_from(code: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def copier(name: str) -> Iterator[None]:
-    """Inside, every batch is copied by ``name``: "frames" (a thread block a frame, in order) or "waves"
+    """Inside, every chunk is copied by ``name``: "frames" (a thread block a frame, in order) or "waves"
     (``_copy_by_waves``), not by the rule of ``launch``. For tests and benchmarks: not for concurrent
     decodes."""
     global _copier
@@ -151,7 +152,7 @@ def launch(
     The frames' block headers are walked first and their counts read back (the stream is waited for,
     as nvCOMP's scratch query does), so that the scratch is sized from headers checked against the
     metadata: per block 10.3 KiB of tables, 8 bytes a sequence (every match is 3 bytes or more), the
-    literals (docs/design.md compares it with nvCOMP's query). A batch whose literals are half its
+    literals (docs/design.md compares it with nvCOMP's query). A chunk whose literals are half its
     decoded bytes or more is copied by waves (``_copy_by_waves``: a bit a decoded byte more), the
     others a frame per thread block.
     """
@@ -181,13 +182,17 @@ def launch(
         # ZS_SEQ_THREADS a thread block, each with its block's tables in shared memory
         _run("zs_sequences", blocks, src_d, rec, fse, seq, status, threads=_SEQ_THREADS)
         _run("zs_place", n, base_d, counts, rec, expected_d, status)
-        # mostly matches (chained deep: hundreds of waves on dataset A's chunks): a frame in order
-        by = _copier or ("frames" if 2 * lits < int(np.sum(dst_sizes)) else "waves")
-        if by == "frames":
-            copy = (np.int64(n), base_d, counts, src_d, rec, lit, seq, dst_d, status)
-            _launch("zs_copy", n, *copy, threads=_STEP)  # a thread block a frame
-        else:
-            held += _copy_by_waves(n, blocks, src_d, rec, lit, seq, dst_d, dst_sizes, status, stream)
+        # each chunk's copier: by waves where its literals are half its bytes or more; the others,
+        # mostly matches chained deep (548 waves on a chunk of dataset A), a frame in order
+        waves = _by_waves(per_frame[:, 1], np.asarray(dst_sizes, dtype=np.int64))
+        waves_d = cp.asarray(waves)
+        copy = (np.int64(n), base_d, counts, src_d, rec, lit, seq, dst_d, waves_d, status)
+        _launch("zs_copy", n, *copy, threads=_STEP)  # a thread block a frame
+        held += (waves_d,)
+        if waves.any():
+            held += _copy_by_waves(
+                n, blocks, base_d, counts, src_d, rec, lit, seq, dst_d, dst_sizes, waves_d, status, stream
+            )
         if verify:
             grid = (4 * blocks + _XXH_THREADS - 1) // _XXH_THREADS
             _launch("zs_checksum", grid, np.int64(blocks), rec, dst_d, status, threads=_XXH_THREADS)
@@ -195,23 +200,34 @@ def launch(
     return Decode(status, fallback, held)
 
 
+def _by_waves(lits: np.ndarray, decoded: np.ndarray) -> np.ndarray:
+    """Per chunk, 1 where the copier by waves copies it (``copier``'s choice, else the rule: its literal
+    bytes half its decoded bytes or more), as uint8."""
+    if _copier is not None:
+        return np.full(len(lits), _copier == "waves", dtype=np.uint8)
+    return (2 * lits >= decoded).astype(np.uint8)
+
+
 def _copy_by_waves(
     n: int,
     blocks: int,
+    base_d: cp.ndarray,
+    counts: cp.ndarray,
     src_d: cp.ndarray,
     rec: cp.ndarray,
     lit: cp.ndarray,
     seq: cp.ndarray,
     dst_d: cp.ndarray,
     dst_sizes: np.ndarray,
+    waves_d: cp.ndarray,
     status: cp.ndarray,
     stream: cp.cuda.Stream,
 ) -> tuple:
-    """The copier by waves (``cuda/zstd.cu``): every block's literals placed, then waves of the matches
-    whose sources are ready, ``_WAVES_PER_LOOK`` between reads of the count left, until none is left or
-    a look finds no progress (only chunks already failed keep theirs). Every wave completes a match of
-    each sound frame with one left, so the looks are at most the sequences. Returns what the stream
-    still uses."""
+    """The copier by waves (``cuda/zstd.cu``) for the chunks ``waves_d`` names: their blocks' literals
+    placed, then waves of the matches whose sources are ready, ``_WAVES_PER_LOOK`` between reads of the
+    count left, until none is left, a look finds no progress (only failed chunks keep theirs: every
+    wave completes a match of each sound frame with one left) or ``_WAVES_MAX`` waves have run; then
+    a thread a chunk finishes the matches left in order. Returns what the stream still uses."""
     words = np.asarray(dst_sizes, dtype=np.int64) // 32 + 2  # a bit a decoded byte
     starts = np.cumsum([0, *words])
     bits = cp.zeros(int(starts[-1]), dtype=np.uint32)
@@ -219,27 +235,17 @@ def _copy_by_waves(
     remaining = cp.empty(blocks, dtype=np.int32)
     left = cp.zeros(1, dtype=np.uint64)
     grid = np.int64(blocks)
-    _launch(
-        "zs_resolve_blocks",
-        blocks,
-        grid,
-        src_d,
-        rec,
-        lit,
-        seq,
-        dst_d,
-        bits_d,
-        remaining,
-        left,
-        status,
-        threads=_STEP,
-    )
+    resolve = (grid, src_d, rec, lit, seq, dst_d, bits_d, remaining, left, waves_d, status)
+    _launch("zs_resolve_blocks", blocks, *resolve, threads=_STEP)
     before = None
-    while True:
+    for _ in range(_WAVES_MAX // _WAVES_PER_LOOK):
         for _ in range(_WAVES_PER_LOOK):
             _launch("zs_wave", blocks, grid, rec, seq, dst_d, bits_d, remaining, left, status, threads=_STEP)
         wait(stream)
         now = int(left.get()[0])
         if now == 0 or now == before:
-            return (bits, bits_d, remaining, left)
+            break
         before = now
+    else:  # the waves' bound: the rest in order
+        _run("zs_finish", n, base_d, counts, rec, seq, dst_d, bits_d, waves_d, status)
+    return (bits, bits_d, remaining, left)

@@ -1112,16 +1112,33 @@ ZD int zs_match(const zblock* r, u64* rec, u8* chunk, u32* bits) {
     i64 at = r->out + (i64)(q & 0x3FFFF), ml = (i64)((q >> 18) & 0x3FFFF), off = (i64)((q >> 36) & 0x7FFFFFF);
     i64 from = at - off;
     if (!zs_ready(bits, from, from + ml < at ? from + ml : at)) return 0;
+    // a match overlapping itself (off < ml) repeats its first period: each byte read from the
+    // sources, never from the bytes this copy writes, so the loads need not wait for its stores
 #ifdef __CUDA_ARCH__
     __threadfence();  // the bits seen before the bytes they mark
-    for (i64 x = 0; x < ml; x++) chunk[at + x] = __ldcg(chunk + from + x);  // L2: another SM wrote them
+    for (i64 x = 0; x < ml; x++) chunk[at + x] = __ldcg(chunk + from + (x < off ? x : x % off));  // L2
     __threadfence();  // the bytes before their bits
 #else
-    for (i64 x = 0; x < ml; x++) chunk[at + x] = chunk[from + x];
+    for (i64 x = 0; x < ml; x++) chunk[at + x] = chunk[from + (x < off ? x : x % off)];
 #endif
     zs_mark(bits, at, at + ml);
     *rec = q | ZS_MATCH_DONE;
     return 1;
+}
+
+// The matches left of chunk c, in order: each one's sources are done (earlier matches, literals).
+ZD void zs_finish_chunk(i64 c, const i64* base, const i64* counts, const zblock* blocks, u64* seqs, u8* chunk,
+                        u32* bits, int* status) {
+    for (i64 b = base[3 * c]; b < base[3 * c] + counts[3 * c] && !status[c]; b++) {
+        const zblock* r = blocks + b;
+        for (int k = 0; r->type == 2 && k < r->nseq; k++) {
+            u64* rec = seqs + r->seq + k;
+            if (!(*rec & ZS_MATCH_DONE) && !zs_match(r, rec, chunk, bits)) {
+                zs_fail(status + c, ZS_CORRUPT);  // cannot happen: a match's sources lie before it
+                return;
+            }
+        }
+    }
 }
 
 // Bytes of a block that need no match (a raw or RLE block, a literal run), thread t's share of them;
@@ -1191,7 +1208,8 @@ __global__ void zs_tables(i64 n, const u64* src, zblock* blocks, u16* huf, u32* 
 // their block's Huffman table into shared memory (4 KiB at most), as the sequences' threads do their
 // FSE tables: a batch's tables in global memory outgrow the L2 cache.
 #define ZS_LIT_THREADS 32
-__global__ void zs_literals(i64 n, const u64* src, const zblock* blocks, const u16* huf, u8* lits, int* status) {
+__global__ void __launch_bounds__(ZS_LIT_THREADS)
+zs_literals(i64 n, const u64* src, const zblock* blocks, const u16* huf, u8* lits, int* status) {
     __shared__ u16 rooms[ZS_LIT_THREADS / 4][ZS_HUF_ENTRIES];
     __shared__ int entries[ZS_LIT_THREADS / 4];
     i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x;
@@ -1236,18 +1254,20 @@ __global__ void zs_checksum(i64 n, const zblock* blocks, const u64* dst, int* st
     if (mine && k == 0 && zs_xxh_finish(f, len, v + threadIdx.x) != r->xxh) zs_fail(status + r->chunk, ZS_CHECKSUM);
 }
 
-// A thread block a zstd block (ZS_STEP threads): the resolve of the copier by waves. `remaining[b]` gets
-// the block's matches and `left` their sum, which the waves count down.
+// A thread block a zstd block (ZS_STEP threads) of the chunks `waves` names: the resolve of the copier by
+// waves. `remaining[b]` gets the block's matches and `left` their sum, which the waves count down. Its
+// marks are read by later kernels only, whose launch orders these writes before them.
 __global__ void zs_resolve_blocks(i64 n, const u64* src, const zblock* blocks, const u8* lits, u64* seqs,
                                   const u64* dst, const u64* bits, int* remaining, unsigned long long* left,
-                                  int* status) {
+                                  const u8* waves, int* status) {
     __shared__ u64 sums[ZS_STEP / 32];
     __shared__ int bad, skip;
     int t = threadIdx.x;
     const zblock* r = blocks + blockIdx.x;
     if (t == 0) {
         remaining[blockIdx.x] = 0;
-        skip = blockIdx.x >= n || status[r->chunk];  // read once: other blocks of the chunk may fail it
+        // read once: other blocks of the chunk may fail it
+        skip = blockIdx.x >= n || !waves[r->chunk] || status[r->chunk];
     }
     __syncthreads();
     if (skip) return;
@@ -1255,7 +1275,6 @@ __global__ void zs_resolve_blocks(i64 n, const u64* src, const zblock* blocks, c
     u32* map = (u32*)bits[r->chunk];
     if (r->type != 2) {
         zs_put_run(chunk, r->out, (const u8*)src[r->chunk] + r->src, r->size, r->type == 1, t, ZS_STEP);
-        __threadfence();
         __syncthreads();
         if (t == 0) zs_mark(map, r->out, r->out + r->size);
         return;
@@ -1279,7 +1298,6 @@ __global__ void zs_resolve_blocks(i64 n, const u64* src, const zblock* blocks, c
         if (have) {
             i64 at = r->out + opos + e;
             zs_put_run(chunk, at, lit + lpos + a, ll, 0, 0, 1);
-            __threadfence();  // the literals before their bits
             zs_mark(map, at, at + ll);
             seqs[r->seq + g + t] = (u64)(opos + e + ll) | ((u64)ml << 18) | ((u64)off << 36);
         }
@@ -1288,7 +1306,6 @@ __global__ void zs_resolve_blocks(i64 n, const u64* src, const zblock* blocks, c
         __syncthreads();  // the warp sums read before the next step's scan writes them
     }
     zs_put_run(chunk, r->out + opos, lit + lpos, r->lit_size - lpos, 0, t, ZS_STEP);
-    __threadfence();
     __syncthreads();
     if (t == 0) {
         zs_mark(map, r->out + opos, r->out + r->dsize);
@@ -1304,7 +1321,7 @@ __global__ void zs_wave(i64 n, const zblock* blocks, u64* seqs, const u64* dst, 
     const zblock* r = blocks + blockIdx.x;
     if (threadIdx.x == 0) {
         done = 0;
-        go = blockIdx.x < n && r->type == 2 && remaining[blockIdx.x] > 0 && !status[r->chunk];
+        go = blockIdx.x < n && r->type == 2 && remaining[blockIdx.x] > 0 && !status[r->chunk];  // waves' only
     }
     __syncthreads();
     if (!go) return;
@@ -1320,37 +1337,56 @@ __global__ void zs_wave(i64 n, const zblock* blocks, u64* seqs, const u64* dst, 
     }
 }
 
+// A thread block a chunk, but those `waves` names.
 __global__ void zs_copy(i64 n, const i64* base, const i64* counts, const u64* src, const zblock* blocks,
-                        const u8* lits, const u64* seqs, const u64* dst, int* status) {
-    if (blockIdx.x < n && !status[blockIdx.x])
+                        const u8* lits, const u64* seqs, const u64* dst, const u8* waves, int* status) {
+    if (blockIdx.x < n && !waves[blockIdx.x] && !status[blockIdx.x])
         zs_copy_frame(blockIdx.x, base, counts, ZS_SRC, blocks, lits, seqs, (u8* const*)dst, status);
+}
+
+// After ZS_WAVES_MAX waves, a thread a chunk of `waves` finishes its matches left in order, where each
+// one's sources are done (the waves end sooner on the data they are for; this bounds the worst case).
+__global__ void zs_finish(i64 n, const i64* base, const i64* counts, const zblock* blocks, u64* seqs, const u64* dst,
+                          const u64* bits, const u8* waves, int* status) {
+    ZS_ITEM;
+    if (waves[i]) zs_finish_chunk(i, base, counts, blocks, seqs, (u8*)dst[i], (u32*)bits[i], status);
 }}
 #else
 
-// The whole decode of n frames on the host, in the GPU's order of steps (tests only).
-// With `waves`, the copier by waves (its waves one after another), else the frame copier.
+#ifndef ZS_WAVES_MAX
+#define ZS_WAVES_MAX 256  // zstd_blocks._WAVES_MAX (the tests build fewer)
+#endif
+
+// The whole decode of n frames on the host, in the GPU's order of steps (tests only): the chunks that
+// `waves` names (none where it is null) by the copier by waves, the others by the frame copier.
 int zs_host_decode(i64 n, const u8* const* src, const i64* sizes, u8* const* dst, const i64* expected,
-                   int* status, int verify, int waves);
+                   int* status, int verify, const u8* waves);
 #include <stdlib.h>
-static void zs_copy_waves_host(i64 n, i64 tb, const u8* const* src, const zblock* blocks, const u8* lits,
-                               u64* seqs, u8* const* dst, const i64* expected, int* status) {
+static void zs_copy_waves_host(i64 n, i64 tb, const i64* base, const i64* counts, const u8* const* src,
+                               const zblock* blocks, const u8* lits, u64* seqs, u8* const* dst,
+                               const i64* expected, const u8* waves, int* status) {
     u32** bits = (u32**)calloc(n + 1, sizeof(u32*));
     for (i64 c = 0; c < n; c++) bits[c] = (u32*)calloc(expected[c] / 32 + 2, sizeof(u32));
-    for (i64 b = 0; b < tb; b++) zs_resolve_host(b, src, blocks, lits, seqs, dst, bits, status);
-    for (int progress = 1; progress;) {  // a wave completes a match of every frame with one left
+    for (i64 b = 0; b < tb; b++)
+        if (waves[blocks[b].chunk]) zs_resolve_host(b, src, blocks, lits, seqs, dst, bits, status);
+    // each wave from the last match back, so that matches wait for their sources as on the GPU
+    for (int w = 0, progress = 1; progress && w < ZS_WAVES_MAX; w++) {
         progress = 0;
-        for (i64 b = 0; b < tb; b++) {
+        for (i64 b = tb - 1; b >= 0; b--) {
             const zblock* r = blocks + b;
-            if (r->type != 2 || status[r->chunk]) continue;
-            for (int k = 0; k < r->nseq; k++) progress += zs_match(r, seqs + r->seq + k, dst[r->chunk], bits[r->chunk]);
+            if (r->type != 2 || !waves[r->chunk] || status[r->chunk]) continue;
+            for (int k = r->nseq - 1; k >= 0; k--)
+                progress += zs_match(r, seqs + r->seq + k, dst[r->chunk], bits[r->chunk]);
         }
     }
+    for (i64 c = 0; c < n; c++)
+        if (waves[c]) zs_finish_chunk(c, base, counts, blocks, seqs, dst[c], bits[c], status);
     for (i64 c = 0; c < n; c++) free(bits[c]);
     free(bits);
 }
 
 int zs_host_decode(i64 n, const u8* const* src, const i64* sizes, u8* const* dst, const i64* expected,
-                   int* status, int verify, int waves) {
+                   int* status, int verify, const u8* waves) {
     i64* counts = (i64*)calloc(3 * n + 1, sizeof(i64));
     i64* base = (i64*)calloc(3 * n + 1, sizeof(i64));
     i64 tb = 0, tl = 0, ts = 0;
@@ -1382,8 +1418,12 @@ int zs_host_decode(i64 n, const u8* const* src, const i64* sizes, u8* const* dst
     u32 room[ZS_SEQ_ROOM];
     for (i64 i = 0; i < tb; i++) zs_sequences_item(i, src, blocks, fse, &ZS_LENGTHS, seqs, status, room);
     for (i64 c = 0; c < n; c++) zs_place_item(c, base, counts, blocks, expected, status);
-    if (waves) zs_copy_waves_host(n, tb, src, blocks, lits, seqs, dst, expected, status);
-    else for (i64 c = 0; c < n; c++) zs_copy_host(c, base, counts, src, blocks, lits, seqs, dst, status);
+    u8* none = (u8*)calloc(n + 1, 1);
+    if (!waves) waves = none;
+    zs_copy_waves_host(n, tb, base, counts, src, blocks, lits, seqs, dst, expected, waves, status);
+    for (i64 c = 0; c < n; c++)
+        if (!waves[c]) zs_copy_host(c, base, counts, src, blocks, lits, seqs, dst, status);
+    free(none);
     for (i64 i = 0; verify && i < tb; i++) {
         const zblock* r = blocks + i;
         if (!zs_checked(r, status)) continue;
