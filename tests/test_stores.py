@@ -80,6 +80,7 @@ def test_range_reads_give_the_same_bytes(stores):
         assert store.read_range(store.path(path), RangeByteRequest(0, size + 50)) == (size, raw)
         assert store.read_range(store.path(path), OffsetByteRequest(size - 5)) == (size, raw[-5:])
         assert store.read_range(store.path("g/sharded/c/2/0"), SuffixByteRequest(20)) is None  # no shard
+        assert store.size(store.path(path)) == size and store.size(store.path("g/sharded/c/2/0")) is None
 
 
 def test_shard_indexes_and_host_reads_give_the_same_bytes(stores):

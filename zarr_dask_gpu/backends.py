@@ -66,12 +66,11 @@ class CpuBackend:
         yield
 
     def _decode(self, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: np.ndarray) -> list[bool]:
-        def put(i: int, chunk: np.ndarray) -> bool:  # on the pool's threads: copies in parallel
+        def put(i: int, chunk: np.ndarray) -> None:  # on the pool's threads: copies in parallel
             out[pieces[i].block_sel] = chunk[pieces[i].chunk_sel]
-            return True
 
         ranges = locate(info, [p.coords for p in pieces])
-        return [c is not None for c in host_decoded(info, pieces, ranges, put, parallel=True)]
+        return host_decoded(info, pieces, ranges, put, parallel=True)
 
     def decode_many(
         self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], np.ndarray]]
@@ -81,22 +80,25 @@ class CpuBackend:
         return [self._decode(*block) for block in blocks]  # each block's chunks are already parallel
 
 
-def host_decoded[R](
+def host_decoded(
     info: ArrayInfo,
     pieces: Sequence[ChunkPiece],
     ranges: Sequence[Any],
-    put: Callable[[int, np.ndarray], R],
+    put: Callable[[int, np.ndarray], None],
     parallel: bool,
-) -> list[R | None]:
+) -> list[bool]:
     """The pieces' chunks (stored at ``ranges``) read by the host reader and decoded by zarr-python,
-    each handed to ``put(i, chunk)``: its results, None for a missing chunk. With ``parallel`` the
+    each handed to ``put(i, chunk)``; per piece, whether its chunk is stored. With ``parallel`` the
     chunks decode (and ``put`` runs) on the process's pool of ``cpu-threads``."""
     staged = host_reader(info).read(ranges)
     view = memoryview(staged.buffer)
 
-    def one(i: int) -> R | None:
+    def one(i: int) -> bool:
         off, n = staged.offsets[i], staged.sizes[i]
-        return None if off < 0 else put(i, decode_chunk(info, pieces[i].coords, view[off : off + n]))
+        if off < 0:
+            return False
+        put(i, decode_chunk(info, pieces[i].coords, view[off : off + n]))
+        return True
 
     if not parallel or len(pieces) < 2:
         return [one(i) for i in range(len(pieces))]

@@ -86,6 +86,11 @@ class Store(ABC):
         object exists, by reading it."""
 
     @abstractmethod
+    def size(self, path: str) -> int | None:
+        """The size of the object at ``path``, None when it does not exist. Transient errors are
+        retried (``retry.retrying``)."""
+
+    @abstractmethod
     def read_range(self, path: str, request: ByteRequest) -> tuple[int, bytes] | None:
         """The size of the object at ``path`` and the bytes ``request`` asks of it (a
         ``RangeByteRequest``, ``OffsetByteRequest`` or ``SuffixByteRequest``, clipped to the object);
@@ -151,6 +156,12 @@ class LocalStore(Store):
             raise OSError(int(errors[k]), os.strerror(int(errors[k])), paths[k])
         return [Range(p, 0, n) if n >= 0 else None for p, n in zip(paths, sizes.tolist(), strict=True)]
 
+    def size(self, path: str) -> int | None:
+        try:
+            return retrying(path, lambda: os.stat(path).st_size)
+        except FileNotFoundError:
+            return None
+
     def read_range(self, path: str, request: ByteRequest) -> tuple[int, bytes] | None:
         def read() -> tuple[int, bytes]:
             with open(path, "rb") as f:
@@ -210,6 +221,12 @@ class FsspecStore(Store):
     def whole(self, paths: Sequence[str]) -> list[Range | None]:
         """Each object of unknown size (-1): whether it exists is found by reading it."""
         return [Range(p, 0, -1) for p in paths]
+
+    def size(self, path: str) -> int | None:
+        try:
+            return retrying(path, as_oserror(lambda: int(self.fs.size(path))))
+        except FileNotFoundError:
+            return None
 
     def read_range(self, path: str, request: ByteRequest) -> tuple[int, bytes] | None:
         def read() -> tuple[int, bytes]:

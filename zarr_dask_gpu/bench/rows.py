@@ -50,6 +50,11 @@ NEEDS: Mapping[str, Callable[[Dataset], bool]] = MappingProxyType(
 )
 
 
+def resolved(settings: Mapping[str, Any], other_staging: str) -> dict[str, Any]:
+    """``settings`` with ``OTHER_STAGING`` replaced by ``other_staging``."""
+    return {k: other_staging if v == OTHER_STAGING else v for k, v in settings.items()}
+
+
 @dataclass(frozen=True)
 class Row:
     name: str
@@ -69,7 +74,7 @@ class Row:
 
     def resolved(self, other_staging: str) -> dict[str, Any]:
         """Its settings, ``OTHER_STAGING`` replaced by ``other_staging``."""
-        return {k: other_staging if v == OTHER_STAGING else v for k, v in self.settings.items()}
+        return resolved(self.settings, other_staging)
 
     def title(self, threads: int, other_staging: str, dataset: str | None = None, **fields: Any) -> str:
         """Its name for a run with ``--threads threads`` (on ``dataset``, for an ``EACH`` row)."""

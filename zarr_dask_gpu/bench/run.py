@@ -417,7 +417,7 @@ def _one_task(run: GpuRun, name: str = "A") -> None:
         ms[s.name] += s.seconds * 1e3
 
     for values in rows.TASK_PEAKS:  # from an empty pool: its high-water is the peak
-        resolved = {k: run.staging if v == rows.OTHER_STAGING else v for k, v in values.items()}
+        resolved = rows.resolved(values, run.staging)
         with settings(resolved):
             z = first.compute(scheduler="sync")
         run.results[rows.task_peak_key(resolved, name)] = pool.total_bytes() / z.nbytes

@@ -44,8 +44,8 @@ class Compression:
     check
         The host's structure check of a stored chunk against its decoded size: why it cannot be a
         chunk of that size, or None.
-    skip, trail
-        Bytes before and after the payload that nvCOMP decodes (numcodecs lz4's 4-byte size).
+    skip
+        Bytes before the payload that nvCOMP decodes (numcodecs lz4's 4-byte size).
     decoder
         Who decodes it on the GPU path: ``"kernels"`` (this package's), ``"nvcomp"`` (after the
         device walk ``device_check`` proves each item sound), ``"host"`` (the reference, then a copy
@@ -71,7 +71,6 @@ class Compression:
     v3_names: tuple[str, ...] = ()
     blosc: Blosc | None = None
     skip: int = 0
-    trail: int = 0
     device_check: int | None = None
     nvcomp: str | None = None
 

@@ -140,8 +140,8 @@ class GpuBackend:
         def inner_streams(which, src, csize, target, dst, dsize):  # type: ignore[no-untyped-def]
             one = np.zeros(len(src), dtype=np.int64)
             failed = self._check_and_decode(inner.name, b.buffer, src, csize, [target], one, dst, dsize)
-            frames = {int(which[i]): f"inner stream: {why}" for i, why in reversed(failed)}  # a frame once
-            return sorted(frames.items())
+            by_frame = {int(which[i]): f"inner stream: {why}" for i, why in reversed(failed)}  # a frame once
+            return sorted(by_frame.items())
 
         def frames(k: np.ndarray) -> list[tuple[int, str]]:
             out = blosc.decode_batch(
@@ -204,7 +204,7 @@ class GpuBackend:
         bases = np.array([o.data.ptr for o in outs], dtype=np.uint64)
         dst = bases[which] + out_offsets.astype(np.uint64)
         todo = np.arange(len(offsets))
-        skip = trail = 0
+        skip = 0
         decoder = decompress.decoder(kind)
         if decoder == "nvcomp":
             with phases.record("check", chunks=len(offsets)):
@@ -214,15 +214,12 @@ class GpuBackend:
                 if failed:
                     return failed
                 todo = np.setdiff1d(todo, [j for j, _ in bad])
-            row = compressions.get(kind)
-            skip, trail = row.skip, row.trail
+            skip = compressions.get(kind).skip
         if not len(todo):
             return []
-        payload, payload_offsets = aligned(buffer, offsets[todo] + skip, sizes[todo] - skip - trail, ALIGN)
+        payload, payload_offsets = aligned(buffer, offsets[todo] + skip, sizes[todo] - skip, ALIGN)
         with phases.record("decode", chunks=len(todo)):
-            got = self._nvcomp(
-                kind, payload, payload_offsets, sizes[todo] - skip - trail, dst[todo], out_sizes[todo]
-            )
+            got = self._nvcomp(kind, payload, payload_offsets, sizes[todo] - skip, dst[todo], out_sizes[todo])
         bad = [(int(todo[j]), why) for j, why in got]
         if decoder != "nvcomp":  # the kernels' and the host's failures are the reference's already
             return bad
@@ -257,11 +254,10 @@ class GpuBackend:
 def _on_host(info: ArrayInfo, pieces: Sequence[ChunkPiece], out: cp.ndarray) -> list[bool]:
     """A chain the GPU cannot decode: zarr-python on the host, each chunk's part copied into ``out``."""
 
-    def put(i: int, chunk: np.ndarray) -> bool:
+    def put(i: int, chunk: np.ndarray) -> None:
         out[pieces[i].block_sel] = cp.asarray(chunk)[pieces[i].chunk_sel]
-        return True
 
-    return [c is not None for c in host_decoded(info, pieces, _locate(info, pieces), put, parallel=False)]
+    return host_decoded(info, pieces, _locate(info, pieces), put, parallel=False)
 
 
 def _locate(info: ArrayInfo, pieces: Sequence[ChunkPiece]) -> list:

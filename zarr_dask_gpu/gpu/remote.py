@@ -11,7 +11,6 @@ from ..io import Staged, layout
 from ..metadata import ArrayInfo
 from ..retry import as_oserror, retrying
 from ..storage import Range
-from ..stores import FsspecStore
 from .reader import collect, in_flight
 
 _SIZE_THREADS = 32  # concurrent size requests for objects of unknown size (network latency bound)
@@ -51,19 +50,9 @@ class KvikioRemoteReader:
         if not whole:
             return out
         store = self._info.store
-        assert isinstance(store, FsspecStore), "kvikio reads only an fsspec store's URLs"
-        fs = store.fs
 
         def size(i: int) -> int | None:
-            path = ranges[i].path  # type: ignore[union-attr]
-
-            def ask() -> int | None:
-                try:
-                    return int(fs.size(path))
-                except FileNotFoundError:
-                    return None
-
-            return retrying(path, as_oserror(ask))
+            return store.size(ranges[i].path)  # type: ignore[union-attr]
 
         with ThreadPoolExecutor(min(len(whole), _SIZE_THREADS)) as ex:
             for i, n in zip(whole, ex.map(size, whole), strict=True):
