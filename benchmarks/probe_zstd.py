@@ -6,6 +6,8 @@ source with parts of the work taken out, and other sources (``--compare``, say a
 timed the same way (``zstd_blocks.compiled_from``). Run on the GPU host after `zarr-dask-gpu bench`
 wrote dataset A:
     python3 benchmarks/probe_zstd.py [--path /tmp/bench-a.zarr] [--chunks 512] [--compare OTHER.cu ...]
+With ``--blosc`` the frames are a blosc store's inner zstd streams (dataset E: ``--path
+/tmp/bench-a.zarr-E --blosc --chunks 65536``).
 """
 
 import argparse
@@ -17,7 +19,7 @@ import cupy as cp
 import numpy as np
 from numcodecs import Zstd
 
-from zarr_dask_gpu.bench import datasets
+from zarr_dask_gpu.bench import ceilings, datasets
 from zarr_dask_gpu.bench.timing import settings, timed
 from zarr_dask_gpu.gpu import decompress, kernels, zstd_blocks
 from zarr_dask_gpu.gpu.sync import wait
@@ -26,21 +28,40 @@ p = argparse.ArgumentParser()
 p.add_argument("--path", default=datasets.DEFAULT_PATH)
 p.add_argument("--chunks", type=int, default=512, help="chunks of a batch (the store's, in turn)")
 p.add_argument("--compare", nargs="*", default=[], help="other zstd.cu sources, timed the same way")
+p.add_argument(
+    "--blosc", action="store_true", help="the store's chunks are blosc frames: time their inner zstd streams"
+)
 args = p.parse_args()
 
-found = datasets.chunk_files(args.path)
-files = [found[i % len(found)] for i in range(args.chunks)]  # past the last chunk, round again
-blobs = [Path(f).read_bytes() for f in files]
+
+def units(files: list[str]) -> list[bytes]:
+    """The zstd frames to decode: the chunk files, or with ``--blosc`` their compressed inner streams
+    (``ceilings.blosc_streams``; each a zstd frame of the frame's block size)."""
+    if not args.blosc:
+        return [Path(f).read_bytes() for f in files]
+    out = []
+    for f in files:
+        frame = Path(f).read_bytes()
+        offs, sizes, _ = ceilings.blosc_streams(frame)
+        out += [frame[o : o + n] for o, n in zip(offs.tolist(), sizes.tolist(), strict=True)]
+    return out
+
+
+found = units(datasets.chunk_files(args.path))
+blobs = [found[i % len(found)] for i in range(args.chunks)]  # past the last chunk, round again
 nbytes = len(bytes(Zstd().decode(blobs[0])))
-batches = sorted({min(32, len(files)), len(files)})  # a task's 32 chunks, and all
+assert all(len(bytes(Zstd().decode(b))) == nbytes for b in blobs[:: max(len(blobs) // 64, 1)]), "sizes differ"
+batches = sorted({min(32, len(blobs)), len(blobs)})  # a task's 32 chunks, and all
 starts = np.cumsum([0, *[-(-len(b) // 16) * 16 for b in blobs]])
 host = np.zeros(int(starts[-1]), np.uint8)
 for s, b in zip(starts[:-1], blobs, strict=True):
     host[s : s + len(b)] = np.frombuffer(b, np.uint8)
 comp = cp.asarray(host)
-out = cp.empty(nbytes * len(files), np.uint8)
+out = cp.empty(nbytes * len(blobs), np.uint8)
 stream = cp.cuda.Stream(non_blocking=True)
-print(f"{len(files)} chunks of {nbytes >> 20} MiB, {host.nbytes / 1e9:.2f} GB compressed", flush=True)
+print(
+    f"{len(blobs)} zstd frames of {nbytes / 2**20:.3f} MiB, {host.nbytes / 1e9:.2f} GB compressed", flush=True
+)
 
 
 def decode(n: int, decoder: str) -> None:
