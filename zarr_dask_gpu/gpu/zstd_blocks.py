@@ -31,6 +31,10 @@ _SEQ_THREADS = 8  # ZS_SEQ_THREADS
 _LIT_THREADS = 32  # ZS_LIT_THREADS
 _WAVES_PER_LOOK = 8  # waves of the copier by waves launched between reads of the matches left
 _WAVES_MAX = 256  # ZS_WAVES_MAX: then the matches left are copied in order
+# the waves pay only where a frame in order is the tail: chunks this large, in a batch of no more
+# chunks than the GPU has SMs (dataset Ez's 8 of 256 MiB: 3.7 -> 13 GB/s); E's 65536 inner streams of
+# 32 KiB copied by waves take 2.7x the time of a thread block each
+_WAVES_MIN_BYTES = 4 << 20
 
 
 _variant: cp.RawModule | None = None  # compiled_from's module, in place of zstd.cu's
@@ -153,8 +157,9 @@ def launch(
     as nvCOMP's scratch query does), so that the scratch is sized from headers checked against the
     metadata: per block 10.3 KiB of tables, 8 bytes a sequence (every match is 3 bytes or more), the
     literals (docs/design.md compares it with nvCOMP's query). A chunk whose literals are half its
-    decoded bytes or more is copied by waves (``_copy_by_waves``: a bit a decoded byte more), the
-    others a frame per thread block.
+    decoded bytes or more, of ``_WAVES_MIN_BYTES`` or more, in a batch of no more chunks than the GPU
+    has SMs, is copied by waves (``_copy_by_waves``: a bit a decoded byte more), the others a frame
+    per thread block.
     """
     n = len(src)
     cols = cp.asarray(
@@ -182,8 +187,9 @@ def launch(
         # ZS_SEQ_THREADS a thread block, each with its block's tables in shared memory
         _run("zs_sequences", blocks, src_d, rec, fse, seq, status, threads=_SEQ_THREADS)
         _run("zs_place", n, base_d, counts, rec, expected_d, status)
-        # each chunk's copier: by waves where its literals are half its bytes or more; the others,
-        # mostly matches chained deep (548 waves on a chunk of dataset A), a frame in order
+        # each chunk's copier: by waves for few large chunks whose literals are half their bytes or
+        # more; the others, many or mostly matches chained deep (548 waves on a chunk of dataset A),
+        # a frame in order
         waves = _by_waves(per_frame[:, 1], np.asarray(dst_sizes, dtype=np.int64))
         waves_d = cp.asarray(waves)
         copy = (np.int64(n), base_d, counts, src_d, rec, lit, seq, dst_d, waves_d, status)
@@ -202,10 +208,13 @@ def launch(
 
 def _by_waves(lits: np.ndarray, decoded: np.ndarray) -> np.ndarray:
     """Per chunk, 1 where the copier by waves copies it (``copier``'s choice, else the rule: its literal
-    bytes half its decoded bytes or more), as uint8."""
+    bytes half its decoded bytes or more, ``_WAVES_MIN_BYTES`` or more, in a batch of at most as many
+    chunks as the device has SMs), as uint8."""
     if _copier is not None:
         return np.full(len(lits), _copier == "waves", dtype=np.uint8)
-    return (2 * lits >= decoded).astype(np.uint8)
+    if len(lits) > cp.cuda.Device().attributes["MultiProcessorCount"]:
+        return np.zeros(len(lits), dtype=np.uint8)
+    return ((2 * lits >= decoded) & (decoded >= _WAVES_MIN_BYTES)).astype(np.uint8)
 
 
 def _copy_by_waves(
