@@ -5,7 +5,8 @@
 # of A at 32 and 8 CUDA connections, benchmarks/timeline.py), data (writes the bench's datasets named
 # in DATA, default B: python3 -m zarr_dask_gpu.bench.datasets), timelines (of the datasets in
 # TIMELINES, default "B C D", written by bench or data), zprobe (this package's zstd kernels against
-# nvCOMP on A's chunks, each kernel timed), lz4probe (nvCOMP's LZ4 on damaged blocks), sanitize
+# nvCOMP on A's chunks, each kernel timed), lz4probe (nvCOMP's LZ4 on damaged blocks), memprobe (what one
+# task's peak device memory holds: MEMPROBE_ARGS), sanitize
 # (memcheck and racecheck on the decoders: MEMCHECK_TESTS, RACECHECK_TESTS), scratch (a task's peak
 # memory), remote (loopback HTTP), scaling (multi-GPU), dl (the state-dict benchmark; needs
 # safetensors), torch (the torch and training-loader tests, CPU and GPU), loader (the training loader
@@ -62,6 +63,8 @@ step sanitize "${SANITIZE_TIMEOUT:-480}" env ZDG_CUPY_POOL=0 bash -c '
 # shellcheck disable=SC2086  # ZPROBE_ARGS holds several words
 step zprobe 150 python3 benchmarks/probe_zstd.py ${ZPROBE_ARGS:-}
 step lz4probe 120 python3 benchmarks/probe_lz4_damage.py
+# shellcheck disable=SC2086  # MEMPROBE_ARGS holds several words
+step memprobe 120 python3 benchmarks/probe_task_memory.py ${MEMPROBE_ARGS:-}
 step scratch 60 python3 benchmarks/timeline.py --scratch
 step remote "${REMOTE_TIMEOUT:-200}" python3 benchmarks/remote_bench.py
 # shellcheck disable=SC2086  # SCALING_ARGS holds several words
