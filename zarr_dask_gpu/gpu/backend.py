@@ -285,5 +285,4 @@ def _rescue(
     host = dict(
         host_decode.decode(kind, src, sizes[k], dst[k], out_sizes[k], cp.cuda.get_current_stream()).failures()
     )
-    both = [(j, why, host[i]) for i, (j, why) in enumerate(bad) if i in host]
-    return [(j, why if again in why else f"{why}; {again}") for j, why, again in both]
+    return [(j, host_decode.both_reasons(why, host[i])) for i, (j, why) in enumerate(bad) if i in host]

@@ -19,6 +19,14 @@ class Decoded:
         return self.bad
 
 
+def both_reasons(device: str | None, host: str) -> str:
+    """One chunk's failure reason from a device decoder's (``None``: it gave none) and the reference
+    library's verdict, each said once."""
+    if device is None or device in host:
+        return host
+    return device if host in device else f"{device}; {host}"
+
+
 def decode(
     compression: str,
     src: np.ndarray,

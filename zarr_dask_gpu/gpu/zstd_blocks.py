@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import cupy as cp
 import numpy as np
 
-from . import kernels
+from . import host_decode, kernels
 from .sync import wait
 
 _RECORD = 176  # sizeof(zblock)
@@ -133,11 +133,7 @@ class Decode:
             return []
         host = dict(self.fallback(refused))
         kernels = {int(i): REASONS.get(int(status[i])) for i in refused}  # none for 5
-        return [
-            (i, host[i] if why is None or why in host[i] else f"{why}; {host[i]}")
-            for i, why in kernels.items()
-            if i in host
-        ]
+        return [(i, host_decode.both_reasons(why, host[i])) for i, why in kernels.items() if i in host]
 
 
 def launch(
