@@ -59,10 +59,10 @@ def test_the_store_is_chosen_by_location(tmp_path):
 
 def test_paths_keys_and_locations(stores, tmp_path):
     local, _, over_http = stores
-    assert isinstance(local.store, LocalStore) and local.storage_options is None
-    assert isinstance(over_http.store, FsspecStore) and over_http.storage_options == {}
+    assert isinstance(local.store, LocalStore) and local.store.storage_options is None
+    assert isinstance(over_http.store, FsspecStore) and over_http.store.storage_options == {}
     assert local.location == os.path.join(str(tmp_path), "g", "sharded")
-    assert over_http.location == f"{over_http.root}/g/sharded"
+    assert over_http.location == f"{over_http.store.root}/g/sharded"
     assert local.store.path("") == str(tmp_path)
     for info in stores:
         assert info.chunk_path((5, 0)) == info.store.path("g/sharded/c/1/0")

@@ -54,16 +54,6 @@ class ArrayInfo:
     chain: ChainPlan
     shard: ShardLayout | None = None
 
-    @property
-    def root(self) -> str:
-        """Absolute path of the store's root folder, or its URL (``s3://``, ``http(s)://``)."""
-        return self.store.root
-
-    @property
-    def storage_options(self) -> dict[str, Any] | None:
-        """The fsspec options of a URL's store; None for local files."""
-        return self.store.storage_options
-
     @functools.cached_property
     def location(self) -> str:
         """The array's folder, as error messages name it."""

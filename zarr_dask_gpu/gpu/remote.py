@@ -69,7 +69,7 @@ class KvikioRemoteReader:
     def _open(self, url: str, nbytes: int) -> kvikio.RemoteFile:
         if not url.startswith("s3://"):
             return kvikio.RemoteFile.open_http(url, nbytes)
-        opts = self._info.storage_options or {}
+        opts = self._info.store.storage_options or {}
         client = opts.get("client_kwargs") or {}
         return kvikio.RemoteFile.open_s3_url(
             url,
