@@ -7,7 +7,8 @@ timed the same way (``zstd_blocks.compiled_from``). Run on the GPU host after `z
 wrote dataset A:
     python3 benchmarks/probe_zstd.py [--path /tmp/bench-a.zarr] [--chunks 512] [--compare OTHER.cu ...]
 With ``--blosc`` the frames are a blosc store's inner zstd streams (dataset E: ``--path
-/tmp/bench-a.zarr-E --blosc --chunks 65536``).
+/tmp/bench-a.zarr-E --blosc --chunks 65536``). With ``--once`` it decodes one batch of ``--chunks`` by
+the rule, once, checked, and stops: for a profiler (the ``ncu`` step of ``scripts/gpu_check.sh``).
 """
 
 import argparse
@@ -31,6 +32,7 @@ p.add_argument("--compare", nargs="*", default=[], help="other zstd.cu sources, 
 p.add_argument(
     "--blosc", action="store_true", help="the store's chunks are blosc frames: time their inner zstd streams"
 )
+p.add_argument("--once", action="store_true", help="one checked decode of --chunks, for a profiler")
 args = p.parse_args()
 
 
@@ -84,6 +86,16 @@ def summed(launches: list[tuple[str, float]]) -> str:
     )
 
 
+def check(n: int, label: str) -> None:
+    for i in (0, n // 2, n - 1):
+        want = np.frombuffer(Zstd().decode(blobs[i]), np.uint8)
+        assert np.array_equal(out[i * nbytes : (i + 1) * nbytes].get(), want), (label, i)
+
+
+if args.once:
+    decode(len(blobs), "blocks")
+    check(len(blobs), "once")
+    raise SystemExit(0)
 for n in batches:
     # the kernels by the batch's rule, then with each copier forced
     for decoder, by in (("nvcomp", None), ("blocks", None), ("blocks", "frames"), ("blocks", "waves")):
@@ -91,9 +103,7 @@ for n in batches:
         with forced:
             out.fill(0)
             decode(n, decoder)
-            for i in (0, n // 2, n - 1):
-                want = np.frombuffer(Zstd().decode(blobs[i]), np.uint8)
-                assert np.array_equal(out[i * nbytes : (i + 1) * nbytes].get(), want), (decoder, by, i)
+            check(n, f"{decoder} {by}")
             best = timed(lambda n=n, decoder=decoder: decode(n, decoder), 3, pick=min)
             print(
                 f"{decoder:7s} {by or 'rule':6s} {n:4d} chunks: {best * 1e3:7.1f} ms "
