@@ -4,6 +4,7 @@ the frame walk checked. Chunks the kernels refuse or do not take go to ``fallbac
 host)."""
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 
 import cupy as cp
@@ -208,9 +209,15 @@ def _by_waves(lits: np.ndarray, decoded: np.ndarray) -> np.ndarray:
     chunks as the device has SMs), as uint8."""
     if _copier is not None:
         return np.full(len(lits), _copier == "waves", dtype=np.uint8)
-    if len(lits) > cp.cuda.Device().attributes["MultiProcessorCount"]:
+    if len(lits) > _sms(cp.cuda.Device().id):
         return np.zeros(len(lits), dtype=np.uint8)
     return ((2 * lits >= decoded) & (decoded >= _WAVES_MIN_BYTES)).astype(np.uint8)
+
+
+@functools.cache
+def _sms(device: int) -> int:
+    """Device ``device``'s SMs, asked once (``Device.attributes`` asks the driver for every attribute)."""
+    return int(cp.cuda.Device(device).attributes["MultiProcessorCount"])
 
 
 def _copy_by_waves(
