@@ -491,16 +491,15 @@ class SampleLoader:
         k: int,
         axis: int,
     ) -> Any:
-        """Samples along one sample dim at ``axis`` of variable ``k``: a gather from each window
-        into the batch, not a view per sample."""
+        """Samples along one sample dim at ``axis`` of variable ``k``: each copied from its window into
+        the batch by basic indexing (no index arrays sent to the device, so no host-to-device copy
+        that waits for the stream)."""
         groups = plan.groups[batch]
         first = windows[int(groups[0])][k]
         out = xp.empty((len(batch), *first.shape[:axis], *first.shape[axis + 1 :]), dtype=first.dtype)
-        for g in np.unique(groups):
-            where = np.flatnonzero(groups == g)
-            rel = plan.origins[batch[where], 0] - plan.bounds[int(g)][0][0]
-            piece = xp.take(windows[int(g)][k], xp.asarray(rel), axis=axis)
-            out[xp.asarray(where)] = xp.moveaxis(piece, axis, 0)
+        lead = (slice(None),) * axis
+        for i, (s, g) in enumerate(zip(batch.tolist(), groups.tolist(), strict=True)):
+            out[i] = windows[g][k][(*lead, int(plan.origins[s, 0] - plan.bounds[g][0][0]))]
         return out
 
 
