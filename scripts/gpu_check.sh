@@ -63,13 +63,13 @@ step sanitize "${SANITIZE_TIMEOUT:-480}" env ZDG_CUPY_POOL=0 bash -c '
 # shellcheck disable=SC2086  # ZPROBE_ARGS holds several words
 step zprobe 150 python3 benchmarks/probe_zstd.py ${ZPROBE_ARGS:-}
 step lz4probe 120 python3 benchmarks/probe_lz4_damage.py
-# the zstd kernels of one batch (NCU_ARGS: the probe's, default A's 2048 in one call) under Nsight
+# the zstd kernels of one batch (NCU_ARGS: the probe's, default A's 512 in one call) under Nsight
 # Compute: occupancy, warp stalls and memory traffic, each kernel launched once
 # shellcheck disable=SC2086  # NCU_ARGS holds several words
 step ncu "${NCU_TIMEOUT:-300}" ncu --clock-control none --kernel-name 'regex:zs_(literals|sequences|copy|wave)' \
   --launch-count 6 --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
   --section MemoryWorkloadAnalysis --section SchedulerStats \
-  python3 benchmarks/probe_zstd.py --once ${NCU_ARGS:---chunks 2048}
+  python3 benchmarks/probe_zstd.py --once ${NCU_ARGS:---chunks 512}
 # shellcheck disable=SC2086  # MEMPROBE_ARGS holds several words
 step memprobe 120 python3 benchmarks/probe_task_memory.py ${MEMPROBE_ARGS:-}
 step scratch 60 python3 benchmarks/timeline.py --scratch
