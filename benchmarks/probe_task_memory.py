@@ -7,7 +7,8 @@ the store:
 Prints, over the block's bytes: the pool's bytes from the device at the end (the bench's "task
 peak"), the most bytes in use at once and what was in use then, and which allocations made the pool
 take new memory from the device instead of reusing what was freed (cupy's pool reuses a freed block
-only on the stream that freed it).
+only for allocations on the stream that was current when it was allocated). The hooks see this
+thread's allocations only.
 """
 
 import argparse
@@ -28,8 +29,8 @@ args = p.parse_args()
 
 
 def site() -> str:
-    """The innermost line of this package on the stack."""
-    for f in reversed(traceback.extract_stack()[:-3]):
+    """The innermost line of this package on the stack (above this function and the hook's)."""
+    for f in reversed(traceback.extract_stack()[:-2]):
         if "zarr_dask_gpu" in f.filename:
             return f"{f.filename.split('zarr_dask_gpu/')[-1]}:{f.lineno} {f.name}"
     return "elsewhere"

@@ -14,6 +14,7 @@ the rule, once, checked, and stops: for a profiler (the ``ncu`` step of ``script
 import argparse
 import contextlib
 import os
+import re
 from pathlib import Path
 
 import cupy as cp
@@ -144,12 +145,22 @@ variants = {
 }
 for other in args.compare:  # whole sources, e.g. another branch's, timed beside this one's
     variants[f"source {other}"] = [(source, kernels.source(Path(other).name, Path(other).parent))]
+
+
+def signatures(code: str) -> list[str]:
+    """The kernels' parameter lists: the launchers pass this source's."""
+    return [" ".join(k.split()) for k in re.findall(r"__global__[^{;]*\)", code)]
+
+
 for title, edits in variants.items():
     changed = source
     for old, new in edits:
         changed = changed.replace(old, new)
     if changed == source:
         print(f"{title}: not in this source, skipped", flush=True)
+        continue
+    if signatures(changed) != signatures(source):
+        print(f"{title}: its kernels take other arguments than this source's, skipped", flush=True)
         continue
     with zstd_blocks.compiled_from(changed):
         for n in batches:

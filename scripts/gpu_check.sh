@@ -66,7 +66,7 @@ step lz4probe 120 python3 benchmarks/probe_lz4_damage.py
 # the zstd kernels of one batch (NCU_ARGS: the probe's, default A's 512 in one call) under Nsight
 # Compute: occupancy, warp stalls and memory traffic, each kernel launched once
 # shellcheck disable=SC2086  # NCU_ARGS holds several words
-step ncu "${NCU_TIMEOUT:-300}" ncu --clock-control none --kernel-name 'regex:zs_(literals|sequences|copy|wave)' \
+step ncu "${NCU_TIMEOUT:-300}" ncu --clock-control none --kernel-name 'regex:zs_(literals|sequences|copy|resolve_blocks|wave)' \
   --launch-count 6 --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
   --section MemoryWorkloadAnalysis --section SchedulerStats \
   python3 benchmarks/probe_zstd.py --once ${NCU_ARGS:---chunks 512}
