@@ -149,7 +149,8 @@ for other in args.compare:  # whole sources, e.g. another branch's, timed beside
 
 def signatures(code: str) -> list[str]:
     """The kernels' parameter lists: the launchers pass this source's."""
-    return [" ".join(k.split()) for k in re.findall(r"__global__[^{;]*\)", code)]
+    kernels = re.findall(r"__global__[^{;]*\)", re.sub(r"__launch_bounds__\([^)]*\)", "", code))
+    return [" ".join(k.split()) for k in kernels]
 
 
 for title, edits in variants.items():
