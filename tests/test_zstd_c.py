@@ -71,6 +71,14 @@ def _sample(n: int, seed: int = 0) -> bytes:
     return x.astype("f4").tobytes()[:n]
 
 
+def _bitshuffled(n: int, seed: int) -> bytes:
+    """The benchmark's wave as float16, its bits regrouped by plane as blosc's bitshuffle does: runs
+    and repeats that the frame copier meets inside its steps (dataset E's inner streams)."""
+    x = np.frombuffer(_sample(4 * (n // 2 + 8), seed), "<f4").astype("<f2")
+    planes = np.unpackbits(x.view(np.uint8).reshape(-1, 2), axis=1, bitorder="little")
+    return np.packbits(planes[: len(planes) // 8 * 8].T, axis=1, bitorder="little").tobytes()[:n]
+
+
 def _kinds(n: int, seed: int) -> dict[str, bytes]:
     rng = np.random.default_rng(seed)
     return {
@@ -82,6 +90,7 @@ def _kinds(n: int, seed: int) -> dict[str, bytes]:
         "text": (b"the quick brown fox jumps over the lazy dog %d; " * (n // 40 + 1))[:n],
         "runs": np.repeat(rng.integers(0, 256, n // 97 + 1, dtype=np.uint8), 97).tobytes()[:n],
         "mixed": (rng.integers(0, 256, n // 2, dtype=np.uint8).tobytes() + bytes(n))[:n],
+        "bitshuffled": _bitshuffled(n, seed),
     }
 
 
