@@ -65,6 +65,20 @@ def test_decodes_what_libzstd_wrote(level, copier):
         assert g == w, i
 
 
+def test_the_copier_past_its_deferred_list():
+    """Built with room for four deferred entries a step, the frame copier's lanes chase the rest where
+    they find them, side by side: the same bytes as libzstd's."""
+    from zarr_dask_gpu.gpu import zstd_blocks
+
+    frames, want = [], []
+    for data in [*_kinds(300_000, seed=5).values(), _sample(2 << 20, seed=6)]:
+        frames.append(bytes(Zstd(3).encode(data)))
+        want.append(data)
+    with zstd_blocks.compiled_from("#define ZS_DEFER 4\n" + zstd_blocks.source()):
+        got, bad = gpu_decode(frames, [len(w) for w in want], copier="frames")
+    assert not bad and got == want
+
+
 @COPIERS
 def test_benchmark_chunks_alike_to_nvcomp(copier):
     """Sixteen of the benchmark's 8 MiB chunks (64 zstd blocks, about a million sequences each): the
