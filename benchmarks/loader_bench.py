@@ -279,15 +279,12 @@ def variants(args: argparse.Namespace, kind: str) -> dict[str, Any]:
     """``ZarrSamples`` alone under each of ``--variants``' settings, with its phases summed."""
     from collections import defaultdict
 
-    from zarr_dask_gpu.bench.timing import settings
+    from zarr_dask_gpu.bench.timing import parse_settings, settings
     from zarr_dask_gpu.gpu import phases
 
     out: dict[str, Any] = {}
     for variant in ["", *args.variants.split(";")]:
-        values = dict(kv.split("=", 1) for kv in variant.split(",") if kv)
-        words: dict[str, Any] = {"None": None, "True": True, "False": False}
-        values = {k: words.get(v, v) for k, v in values.items()}
-        with settings(values):
+        with settings(parse_settings(variant)):
             ds = zarr_samples(args, kind, args.variant_prefetch)
             drain(iter(ds), 4, None)  # its threads' streams and pools made
             with phases.collect() as spans:

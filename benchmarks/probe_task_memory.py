@@ -20,7 +20,7 @@ from cupy.cuda import memory_hook
 
 from zarr_dask_gpu import from_zarr_gpu
 from zarr_dask_gpu.bench import datasets
-from zarr_dask_gpu.bench.timing import settings
+from zarr_dask_gpu.bench.timing import parse_settings, settings
 
 p = argparse.ArgumentParser()
 p.add_argument("--path", default=datasets.DEFAULT_PATH)
@@ -64,7 +64,7 @@ class Recorder(memory_hook.MemoryHook):
         self.used -= size
 
 
-values = dict(kv.split("=", 1) for kv in args.set.split(",") if kv)
+values = parse_settings(args.set)
 x = from_zarr_gpu(args.path)
 first = x.blocks[(0,) * x.ndim]
 pool = cp.get_default_memory_pool()

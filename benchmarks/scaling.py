@@ -13,7 +13,6 @@ the same size, which moves (N-1)/N of the array between workers, and checks both
 """
 
 import argparse
-import ast
 import importlib.util
 import json
 import os
@@ -39,14 +38,6 @@ def _settings(variant: str) -> dict[str, str]:
     dask config keys, this package's unless dotted."""
     pairs = (kv.split("=", 1) for kv in variant.split(",")) if variant else ()
     return {(k if "." in k else f"zarr_dask_gpu.{k}"): v for k, v in pairs}
-
-
-def _value(text: str):
-    """A setting's value as dask reads it from the environment (a Python literal, else the text)."""
-    try:
-        return ast.literal_eval(text)
-    except (SyntaxError, ValueError):
-        return text
 
 
 def _cluster(device: str, n: int, protocol: str, threads: int):
@@ -120,6 +111,7 @@ def run(
     from distributed import wait
 
     from zarr_dask_gpu import from_zarr_gpu
+    from zarr_dask_gpu.bench.timing import setting_value
     from zarr_dask_gpu.cluster import connect
     from zarr_dask_gpu.sample import write_sample
 
@@ -128,7 +120,7 @@ def run(
     settings = _settings(variant)
     for n, protocol in runs:
         # set before the cluster starts: its nannies hand this process's config to their workers
-        config = dask.config.set({k: _value(v) for k, v in settings.items()})
+        config = dask.config.set({k: setting_value(v) for k, v in settings.items()})
         with config, _cluster(device, n, protocol, threads) as cluster, connect(cluster) as client:
             times = []
             for i in range(5):  # the first pass warms workers, kernels and the page cache; best of the rest

@@ -307,3 +307,16 @@ def test_benchmark_scripts_use_the_package_s_public_names(script):
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in taken:
             assert not node.attr.startswith("_"), f"{taken[node.value.id]}.{node.attr}"
+
+
+def test_settings_written_as_text_are_read_as_dask_reads_the_environment():
+    from zarr_dask_gpu.bench.timing import parse_settings
+
+    got = parse_settings("read-slots=0,coalesce-wait=None,decode-call-bytes=256MiB,coalesce-decodes=False")
+    assert got == {
+        "read-slots": 0,
+        "coalesce-wait": None,
+        "decode-call-bytes": "256MiB",
+        "coalesce-decodes": False,
+    }
+    assert parse_settings("") == {}

@@ -2,6 +2,7 @@
 in turns, the page cache warmed or dropped, and the GPU's passes (persist, device idle, pool freed).
 cupy is imported only by the helpers that use the device."""
 
+import ast
 import os
 import statistics
 import time
@@ -42,6 +43,21 @@ def interleaved(
         for name, fn in fns.items():
             times[name].append(timed(fn, 1, before))
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def setting_value(text: str) -> Any:
+    """A setting's value written as text, read as dask reads one from the environment: a Python
+    literal (``0``, ``None``, ``True``), else the text itself (``256MiB``)."""
+    try:
+        return ast.literal_eval(text)
+    except (SyntaxError, ValueError):
+        return text
+
+
+def parse_settings(text: str) -> dict[str, Any]:
+    """``"read-slots=0,coalesce-wait=None"`` as ``settings`` takes it, each value by ``setting_value``."""
+    pairs = (kv.split("=", 1) for kv in text.split(",") if kv)
+    return {k: setting_value(v) for k, v in pairs}
 
 
 def settings(values: Mapping[str, Any]) -> Any:
