@@ -16,14 +16,17 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
 from numcodecs import Zstd
 
 from zarr_dask_gpu.bench import ceilings, datasets
 from zarr_dask_gpu.gpu import kernels
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: its host test harness
+from tests.test_zstd_c import decode as host_decode
 
 # counters: deferred, past the list, hops, hops within 3 sequences back, in its own, over 15 back, steps
 COUNTERS = 7
@@ -60,32 +63,16 @@ def build(where: str) -> ctypes.CDLL:
 
 
 def count(lib: ctypes.CDLL, frames: list[bytes]) -> tuple[list[int], int]:
-    """The counters over one batch of ``frames`` by the frame copier, and their decoded bytes."""
+    """The counters over one batch of ``frames`` by the frame copier (the host tests' ``decode``), and
+    their decoded bytes."""
     stats = (ctypes.c_longlong * COUNTERS).in_dll(lib, "zs_stats")
     for k in range(COUNTERS):
         stats[k] = 0
-    n = len(frames)
     want = [bytes(Zstd().decode(f)) for f in frames]
-    bufs = [np.frombuffer(f + b"\0", np.uint8).copy() for f in frames]
-    outs = [np.empty(len(w), np.uint8) for w in want]
-    table = ctypes.c_void_p * n
-    sizes = np.array([len(f) for f in frames], np.int64)
-    expected = np.array([len(w) for w in want], np.int64)
-    status = np.full(n, -1, np.int32)
-    frames_copier = np.zeros(n, np.uint8)
-    lib.zs_host_decode(
-        ctypes.c_longlong(n),
-        table(*[b.ctypes.data for b in bufs]),
-        ctypes.c_void_p(sizes.ctypes.data),
-        table(*[o.ctypes.data for o in outs]),
-        ctypes.c_void_p(expected.ctypes.data),
-        ctypes.c_void_p(status.ctypes.data),
-        ctypes.c_int(0),
-        ctypes.c_void_p(frames_copier.ctypes.data),
-    )
+    status, got = host_decode(lib, frames, [len(w) for w in want], verify=False)
     assert not status.any(), status
-    assert all(o.tobytes() == w for o, w in zip(outs, want, strict=True)), "bytes differ from libzstd's"
-    return list(stats), int(expected.sum())
+    assert got == want, "bytes differ from libzstd's"
+    return list(stats), sum(len(w) for w in want)
 
 
 def frames_of(name: str, base: str, gib: float) -> list[bytes]:
