@@ -1,6 +1,6 @@
 """This package's zstd kernels (``gpu/cuda/zstd.cu``) against nvCOMP on dataset A's chunks, on the device:
 one batch of every chunk and of a task's 32, by the batch's rule and with each copier forced
-(``zstd_blocks.copier``: a frame per thread block, or by waves), each kernel's time
+(``zstd_blocks.copier``: a thread block a frame, by waves, a warp a frame), each kernel's time
 (``zstd_blocks.kernel_times``: CUDA events), values checked against numcodecs; then variants of the
 source with parts of the work taken out, and other sources (``--compare``, say another branch's),
 timed the same way (``zstd_blocks.compiled_from``). Run on the GPU host after `zarr-dask-gpu bench`
@@ -99,7 +99,7 @@ if args.once:
     raise SystemExit(0)
 for n in batches:
     # the kernels by the batch's rule, then with each copier forced
-    for decoder, by in (("nvcomp", None), ("blocks", None), ("blocks", "frames"), ("blocks", "waves")):
+    for decoder, by in (("nvcomp", None), ("blocks", None), *(("blocks", c) for c in zstd_blocks.COPIERS)):
         forced = zstd_blocks.copier(by) if by else contextlib.nullcontext()
         with forced:
             out.fill(0)

@@ -11,7 +11,7 @@ from .test_zstd_c import LEVELS, SIZES, _kinds, _sample, disagreements, fuzzed
 pytestmark = pytest.mark.gpu
 
 
-COPIERS = pytest.mark.parametrize("copier", ["frames", "waves"])
+COPIERS = pytest.mark.parametrize("copier", ["frames", "waves", "warps"])
 
 
 def gpu_decode(frames: list[bytes], expected: list[int], decoder: str = "blocks", copier: str | None = None):
@@ -91,9 +91,11 @@ def test_benchmark_chunks_alike_to_nvcomp(copier):
     assert ours == want and theirs == want
 
 
-def test_a_noisy_volume_by_either_copier():
+def test_a_noisy_volume_by_each_copier():
     """Eight chunks of a float32 volume with noise kept to 0.001 (dataset Ez's kind, mostly literals):
-    the rule copies them by waves; both copiers give libzstd's bytes."""
+    the rule copies them by waves; each copier gives libzstd's bytes."""
+    from zarr_dask_gpu.gpu import zstd_blocks
+
     rng = np.random.default_rng(4)
     wave = 10 * np.sin(np.linspace(0, 6 * np.pi, 1024, dtype=np.float32))[:, None] * np.ones(1024, np.float32)
     want = [
@@ -103,9 +105,25 @@ def test_a_noisy_volume_by_either_copier():
         for _ in range(8)
     ]
     frames = [bytes(Zstd(0).encode(w)) for w in want]
-    for copier in (None, "frames", "waves"):
+    for copier in (None, *zstd_blocks.COPIERS):
         got, bad = gpu_decode(frames, [len(w) for w in want], copier=copier)
         assert not bad and got == want, copier
+
+
+def test_the_rule_picks_a_copier_by_the_chunks_counts():
+    """A warp a frame for frames of few sequences (dataset E's inner streams), by waves for few large
+    chunks mostly of literals (Ez's), a thread block a frame for chunks of many sequences (A's)."""
+    from zarr_dask_gpu.gpu import zstd_blocks
+
+    def picked(blocks: int, lits: int, seqs: int, decoded: int, n: int) -> list[str]:
+        names = {v: k for k, v in zstd_blocks.COPIERS.items()}
+        counts = np.tile(np.array([blocks, lits, seqs], np.int64), (n, 1))
+        return [names[int(c)] for c in zstd_blocks._copiers(counts, np.full(n, decoded, np.int64))]
+
+    assert picked(1, 17_000, 950, 32 << 10, 65536) == ["warps"] * 65536
+    assert picked(2048, 200 << 20, 3_000_000, 256 << 20, 8) == ["waves"] * 8
+    assert picked(2048, 200 << 20, 3_000_000, 256 << 20, 4096) == ["frames"] * 4096  # too many for waves
+    assert picked(64, 120_000, 1_000_000, 8 << 20, 512) == ["frames"] * 512
 
 
 @COPIERS

@@ -2,8 +2,8 @@
 the GPU's order of steps, against numcodecs (libzstd) over levels, sizes and kinds of data; damaged
 and unsupported frames get their status, never a crash (an AddressSanitizer build runs the fuzz).
 
-The GPU's warp copier is the one part not run here (the host copies sequentially); the gpu-marked
-tests run the whole decoder on the device.
+Each copier runs here with its lanes or steps played one after another, the warp copier's lanes from
+the last; the gpu-marked tests run the whole decoder on the device.
 """
 
 import ctypes
@@ -17,6 +17,8 @@ import pytest
 from numcodecs import Zstd
 
 from zarr_dask_gpu.gpu import kernels
+
+COPIERS = {"frames": 0, "waves": 1, "warps": 2}  # ZS_BY_FRAME, ZS_BY_WAVES, ZS_BY_WARP (zstd_blocks.COPIERS)
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 
@@ -37,10 +39,10 @@ def lib(tmp_path_factory):
 
 
 def decode(
-    lib, frames: list[bytes], expected: list[int], verify: bool = True, waves: bool | list[bool] = False
+    lib, frames: list[bytes], expected: list[int], verify: bool = True, copier: str | list[str] = "frames"
 ) -> tuple[np.ndarray, list[bytes]]:
     """Each chunk's status and output, decoded together in one batch (content checksums verified), by
-    the frame copier or, where ``waves`` says (one flag, or one a chunk), the copier by waves."""
+    the copier ``copier`` names (one for all, or one a chunk: ``COPIERS``)."""
     n = len(frames)
     bufs = [np.frombuffer(f + b"\0", np.uint8).copy() for f in frames]
     outs = [np.full(max(e, 1), 0xAB, np.uint8) for e in expected]
@@ -49,7 +51,7 @@ def decode(
     sizes = np.array([len(f) for f in frames], np.int64)
     exp = np.array(expected, np.int64)
     status = np.full(n, -1, np.int32)
-    flags = np.array(waves if isinstance(waves, list) else [waves] * n, np.uint8)
+    flags = np.array([COPIERS[c] for c in (copier if isinstance(copier, list) else [copier] * n)], np.uint8)
     lib.zs_host_decode(
         ctypes.c_longlong(n),
         src,
@@ -132,18 +134,18 @@ SIZES = [1, 5, 100, 1000, 4096, 65536, 131072, 131073, 400_000, 2 << 20]
 LEVELS = [-7, 1, 3, 9, 19, 22]
 
 
-COPIERS = pytest.mark.parametrize("waves", [False, True], ids=["frames", "waves"])
+EACH_COPIER = pytest.mark.parametrize("copier", list(COPIERS))
 
 
-@COPIERS
+@EACH_COPIER
 @pytest.mark.parametrize("level", LEVELS)
-def test_decodes_what_libzstd_wrote(lib, level, waves):
+def test_decodes_what_libzstd_wrote(lib, level, copier):
     frames, want = [], []
     for n in SIZES:
         for data in _kinds(n, seed=n + level + 10).values():
             frames.append(bytes(Zstd(level).encode(data)))
             want.append(data)
-    status, got = decode(lib, frames, [len(w) for w in want], waves=waves)
+    status, got = decode(lib, frames, [len(w) for w in want], copier=copier)
     assert (status == OK).all(), status
     for g, w in zip(got, want, strict=True):
         assert g == w
@@ -163,17 +165,17 @@ def test_the_copier_past_its_deferred_list(tmp_path):
     assert (status == OK).all() and got == want
 
 
-@COPIERS
-def test_a_benchmark_chunk_at_the_zarr_default(lib, waves):
+@EACH_COPIER
+def test_a_benchmark_chunk_at_the_zarr_default(lib, copier):
     """An 8 MiB chunk of dataset A: 98% of its bytes from matches, chained through hundreds of waves."""
     data = _sample(8 << 20, seed=3)
     frame = bytes(Zstd(0).encode(data))
-    status, (got,) = decode(lib, [frame], [len(data)], waves=waves)
+    status, (got,) = decode(lib, [frame], [len(data)], copier=copier)
     assert status[0] == OK and got == data
 
 
-@COPIERS
-def test_a_noisy_volume_chunk(lib, waves):
+@EACH_COPIER
+def test_a_noisy_volume_chunk(lib, copier):
     """Slices of a float32 volume with noise kept to 0.001 (dataset Ez's kind): most bytes literals,
     short matches reaching back across many zstd blocks."""
     rng = np.random.default_rng(4)
@@ -184,28 +186,28 @@ def test_a_noisy_volume_chunk(lib, waves):
         .tobytes()
     )
     frame = bytes(Zstd(0).encode(data))
-    status, (got,) = decode(lib, [frame], [len(data)], waves=waves)
+    status, (got,) = decode(lib, [frame], [len(data)], copier=copier)
     assert status[0] == OK and got == data
 
 
 def test_the_copiers_side_by_side_and_past_the_waves_bound(lib, tmp_path):
-    """Chunks of one batch by either copier, in turn; and with a bound of two waves, the matches left
+    """Chunks of one batch by each copier, in turn; and with a bound of two waves, the matches left
     copied in order: libzstd's bytes every time."""
     frames, want = [], []
     for seed, data in enumerate([*_kinds(300_000, seed=8).values(), _sample(2 << 20, seed=9)]):
         frames.append(bytes(Zstd(3 if seed % 2 else 0).encode(data)))
         want.append(data)
     sizes = [len(w) for w in want]
-    status, got = decode(lib, frames, sizes, waves=[i % 2 == 0 for i in range(len(frames))])
+    status, got = decode(lib, frames, sizes, copier=[list(COPIERS)[i % 3] for i in range(len(frames))])
     assert (status == OK).all() and got == want
     _build(tmp_path / "zs2.so", "-DZS_WAVES_MAX=2")
     bounded = ctypes.CDLL(str(tmp_path / "zs2.so"))
-    status, got = decode(bounded, frames, sizes, waves=True)
+    status, got = decode(bounded, frames, sizes, copier="waves")
     assert (status == OK).all() and got == want
 
 
-@COPIERS
-def test_frames_as_libzstd_reads_them(lib, waves):
+@EACH_COPIER
+def test_frames_as_libzstd_reads_them(lib, copier):
     """Several frames in one chunk, skippable frames, content checksums (XXH64, verified) and frames
     without a content size decode; a checksum that does not match, a dictionary id, bytes after the
     last frame and a frame cut short are refused."""
@@ -221,7 +223,7 @@ def test_frames_as_libzstd_reads_them(lib, waves):
     dict_id[4] |= 1  # a 1-byte dictionary id after the frame header descriptor
     dict_id[5:5] = b"\x07"
     frames = [two, checksummed, skippable, bytes(flipped), bytes(dict_id), two + b"junk", one + one[:-1]]
-    status, got = decode(lib, frames, [300_000] * len(frames), waves=waves)
+    status, got = decode(lib, frames, [300_000] * len(frames), copier=copier)
     assert list(status) == [OK, OK, OK, CHECKSUM, DICT, TRAILING, TRUNC]
     assert got[:3] == [data] * 3
     for f, st in zip(frames, status, strict=True):  # the reference's verdict
@@ -239,14 +241,14 @@ def test_sizes_that_differ_from_the_metadata(lib):
     assert list(status) == [OK, SIZE, SIZE]
 
 
-@COPIERS
-def test_damaged_frames_get_a_status(lib, waves):
+@EACH_COPIER
+def test_damaged_frames_get_a_status(lib, copier):
     data = _sample(600_000)
     frame = bytes(Zstd(3).encode(data))
     cuts = [frame[:k] for k in (0, 3, 4, 6, 10, 100, len(frame) // 2, len(frame) - 1)]
     garbage = np.random.default_rng(1).integers(0, 256, len(frame), dtype=np.uint8).tobytes()
     not_zstd = b"\x28\xb5\x2f\xfe" + frame[4:]
-    status, _ = decode(lib, [*cuts, garbage, not_zstd], [len(data)] * (len(cuts) + 2), waves=waves)
+    status, _ = decode(lib, [*cuts, garbage, not_zstd], [len(data)] * (len(cuts) + 2), copier=copier)
     assert (status != OK).all(), status
     assert status[-1] == HEADER
 
@@ -258,8 +260,8 @@ import test_zstd_c as t
 lib = t.ctypes.CDLL({so!r})
 frames, sizes = t.fuzzed((3000, 70_000, 300_000), 25, 7, (1, 3, 19))
 total = flagged = differ = 0
-for waves in (False, True):  # both copiers
-    status, got = t.decode(lib, frames, sizes, waves=waves)
+for copier in t.COPIERS:
+    status, got = t.decode(lib, frames, sizes, copier=copier)
     both, d = t.disagreements(frames, sizes, [g if st == 0 else None for st, g in zip(status, got)])
     total, flagged, differ = total + len(frames), flagged + int((status != 0).sum()), differ + d
 print(total, flagged, differ)
@@ -282,4 +284,4 @@ def test_fuzzed_frames_stay_in_bounds(tmp_path):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
     total, flagged, differ = map(int, run.stdout.split())
-    assert total == 2 * 3 * 25 * len(_kinds(1, 0)) and flagged > 0 and differ == 0  # both copiers
+    assert total == len(COPIERS) * 3 * 25 * len(_kinds(1, 0)) and flagged > 0 and differ == 0

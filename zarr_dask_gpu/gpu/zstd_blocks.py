@@ -32,10 +32,16 @@ _SEQ_THREADS = 8  # ZS_SEQ_THREADS
 _LIT_THREADS = 32  # ZS_LIT_THREADS
 _WAVES_PER_LOOK = 8  # waves of the copier by waves launched between reads of the matches left
 _WAVES_MAX = 256  # ZS_WAVES_MAX: then the matches left are copied in order
+_WARPS = 4  # ZS_WARPS: the warp copier's warps a thread block
+COPIERS = {"frames": 0, "waves": 1, "warps": 2}  # ZS_BY_FRAME, ZS_BY_WAVES, ZS_BY_WARP
 # the waves pay only where a frame in order is the tail: chunks this large, in a batch of no more
 # chunks than the GPU has SMs (dataset Ez's 8 of 256 MiB: 3.7 -> 13 GB/s); E's 65536 inner streams of
 # 32 KiB copied by waves take 2.7x the time of a thread block each
 _WAVES_MIN_BYTES = 4 << 20
+# a warp a frame, a sequence at a time (about 0.3 us each on an H200), for frames of no more sequences
+# than this: E's 65536 inner streams of 32 KiB (950 sequences each) copy in 7.6 ms against 83 ms a
+# thread block each; A's 8 MiB chunks (a million sequences) take 297 ms for 32 against 26 ms
+_WARP_MAX_SEQUENCES = 4096
 
 
 _variant: cp.RawModule | None = None  # compiled_from's module, in place of zstd.cu's
@@ -66,11 +72,11 @@ def compiled_from(code: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def copier(name: str) -> Iterator[None]:
-    """Inside, every chunk is copied by ``name``: "frames" (a thread block a frame, in order) or "waves"
-    (``_copy_by_waves``), not by the rule of ``launch``. For tests and benchmarks: not for concurrent
-    decodes."""
+    """Inside, every chunk is copied by ``name``: "frames" (a thread block a frame, in order), "waves"
+    (``_copy_by_waves``) or "warps" (a warp a frame, a sequence at a time), not by the rule of
+    ``launch``. For tests and benchmarks: not for concurrent decodes."""
     global _copier
-    assert name in ("frames", "waves"), name
+    assert name in COPIERS, name
     old, _copier = _copier, name
     try:
         yield
@@ -153,10 +159,9 @@ def launch(
     The frames' block headers are walked first and their counts read back (the stream is waited for,
     as nvCOMP's scratch query does), so that the scratch is sized from headers checked against the
     metadata: per block 10.3 KiB of tables, 8 bytes a sequence (every match is 3 bytes or more), the
-    literals (docs/design.md compares it with nvCOMP's query). A chunk whose literals are half its
-    decoded bytes or more, of ``_WAVES_MIN_BYTES`` or more, in a batch of no more chunks than the GPU
-    has SMs, is copied by waves (``_copy_by_waves``: a bit a decoded byte more), the others a frame
-    per thread block.
+    literals (docs/design.md compares it with nvCOMP's query). Each chunk's copier is ``_copiers``':
+    by waves (``_copy_by_waves``: a bit a decoded byte more), a warp a frame, or a thread block a
+    frame.
     """
     n = len(src)
     cols = cp.asarray(
@@ -184,17 +189,17 @@ def launch(
         # ZS_SEQ_THREADS a thread block, each with its block's tables in shared memory
         _run("zs_sequences", blocks, src_d, rec, fse, seq, status, threads=_SEQ_THREADS)
         _run("zs_place", n, base_d, counts, rec, expected_d, status)
-        # each chunk's copier: by waves for few large chunks whose literals are half their bytes or
-        # more; the others, many or mostly matches chained deep (548 waves on a chunk of dataset A),
-        # a frame in order
-        waves = _by_waves(per_frame[:, 1], np.asarray(dst_sizes, dtype=np.int64))
-        waves_d = cp.asarray(waves)
-        copy = (np.int64(n), base_d, counts, src_d, rec, lit, seq, dst_d, waves_d, status)
-        _launch("zs_copy", n, *copy, threads=_STEP)  # a thread block a frame
-        held += (waves_d,)
-        if waves.any():
+        which = _copiers(per_frame, np.asarray(dst_sizes, dtype=np.int64))
+        which_d = cp.asarray(which)
+        copy = (np.int64(n), base_d, counts, src_d, rec, lit, seq, dst_d, which_d, status)
+        if (which == COPIERS["frames"]).any():
+            _launch("zs_copy", n, *copy, threads=_STEP)  # a thread block a frame
+        if (which == COPIERS["warps"]).any():
+            _launch("zs_copy_warps", (n + _WARPS - 1) // _WARPS, *copy, threads=32 * _WARPS)
+        held += (which_d,)
+        if (which == COPIERS["waves"]).any():
             held += _copy_by_waves(
-                n, blocks, base_d, counts, src_d, rec, lit, seq, dst_d, dst_sizes, waves_d, status, stream
+                n, blocks, base_d, counts, src_d, rec, lit, seq, dst_d, dst_sizes, which_d, status, stream
             )
         if verify:
             grid = (4 * blocks + _XXH_THREADS - 1) // _XXH_THREADS
@@ -203,15 +208,18 @@ def launch(
     return Decode(status, fallback, held)
 
 
-def _by_waves(lits: np.ndarray, decoded: np.ndarray) -> np.ndarray:
-    """Per chunk, 1 where the copier by waves copies it (``copier``'s choice, else the rule: its literal
-    bytes half its decoded bytes or more, ``_WAVES_MIN_BYTES`` or more, in a batch of at most as many
-    chunks as the device has SMs), as uint8."""
+def _copiers(per_frame: np.ndarray, decoded: np.ndarray) -> np.ndarray:
+    """Each chunk's copier (``COPIERS``, as uint8) from its counts of blocks, literal bytes and
+    sequences: ``copier``'s choice, else by waves where its literals are half its decoded bytes or
+    more, ``_WAVES_MIN_BYTES`` or more, in a batch of at most as many chunks as the device has SMs; a
+    warp a frame where it has ``_WARP_MAX_SEQUENCES`` sequences or fewer; else a thread block a frame."""
     if _copier is not None:
-        return np.full(len(lits), _copier == "waves", dtype=np.uint8)
-    if len(lits) > _sms(cp.cuda.Device().id):
-        return np.zeros(len(lits), dtype=np.uint8)
-    return ((2 * lits >= decoded) & (decoded >= _WAVES_MIN_BYTES)).astype(np.uint8)
+        return np.full(len(decoded), COPIERS[_copier], dtype=np.uint8)
+    lits, seqs = per_frame[:, 1], per_frame[:, 2]
+    few = len(decoded) <= _sms(cp.cuda.Device().id)
+    waves = (2 * lits >= decoded) & (decoded >= _WAVES_MIN_BYTES) & few
+    by_warp = np.where(seqs <= _WARP_MAX_SEQUENCES, COPIERS["warps"], COPIERS["frames"])
+    return np.where(waves, COPIERS["waves"], by_warp).astype(np.uint8)
 
 
 @functools.cache
@@ -231,11 +239,11 @@ def _copy_by_waves(
     seq: cp.ndarray,
     dst_d: cp.ndarray,
     dst_sizes: np.ndarray,
-    waves_d: cp.ndarray,
+    which_d: cp.ndarray,
     status: cp.ndarray,
     stream: cp.cuda.Stream,
 ) -> tuple:
-    """The copier by waves (``cuda/zstd.cu``) for the chunks ``waves_d`` names: their blocks' literals
+    """The copier by waves (``cuda/zstd.cu``) for the chunks ``which_d`` gives it: their blocks' literals
     placed, then waves of the matches whose sources are ready, ``_WAVES_PER_LOOK`` between reads of the
     count left, until none is left, a look finds no progress (only failed chunks keep theirs: every
     wave completes a match of each sound frame with one left) or ``_WAVES_MAX`` waves have run; then
@@ -247,7 +255,7 @@ def _copy_by_waves(
     remaining = cp.empty(blocks, dtype=np.int32)
     left = cp.zeros(1, dtype=np.uint64)
     grid = np.int64(blocks)
-    resolve = (grid, src_d, rec, lit, seq, dst_d, bits_d, remaining, left, waves_d, status)
+    resolve = (grid, src_d, rec, lit, seq, dst_d, bits_d, remaining, left, which_d, status)
     _launch("zs_resolve_blocks", blocks, *resolve, threads=_STEP)
     before = None
     for _ in range(_WAVES_MAX // _WAVES_PER_LOOK):
@@ -259,5 +267,5 @@ def _copy_by_waves(
             break
         before = now
     else:  # the waves' bound: the rest in order
-        _run("zs_finish", n, base_d, counts, rec, seq, dst_d, bits_d, waves_d, status)
+        _run("zs_finish", n, base_d, counts, rec, seq, dst_d, bits_d, which_d, status)
     return (bits, bits_d, remaining, left)

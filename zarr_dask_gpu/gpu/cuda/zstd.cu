@@ -4,8 +4,9 @@
 // and about a million sequences, 130 ms on an H200 however many chunks run beside it. Here the frames'
 // block headers are walked first (a thread a chunk), then every block's tables, literals and sequences
 // are decoded at once (a thread a block; four a block's literals), the blocks are placed (a thread a
-// chunk: output offsets, the repeat offsets each block starts with), and a thread block a chunk copies
-// literals and matches, 256 sequences a step; frames that carry a content checksum are then hashed
+// chunk: output offsets, the repeat offsets each block starts with), and each chunk's literals and matches
+// are copied by one of three copiers (a thread block a chunk, 256 sequences a step; a warp a chunk, a
+// sequence at a time; or by waves across all blocks); frames that carry a content checksum are then hashed
 // (XXH64, four threads a frame) and compared. A chunk may hold several frames and skippable frames, as
 // libzstd reads them. Every read of the compressed bytes, the tables and the scratch is bounded by the
 // sizes the walk checked, every loop by a count it checked, and every write lands inside the chunk's
@@ -791,6 +792,9 @@ ZD void zs_place_item(i64 c, const i64* base, const i64* counts, zblock* blocks,
 // so the step's bytes are written in any order, by any thread.
 
 #define ZS_STEP 256
+#define ZS_BY_FRAME 0  // a chunk's copier: this one, by waves (below) or a warp a frame (below)
+#define ZS_BY_WAVES 1
+#define ZS_BY_WARP 2
 #ifndef ZS_DEFER
 #define ZS_DEFER 2048  // room for a step's bytes whose source lies inside it (the tests build smaller)
 #endif
@@ -961,6 +965,77 @@ __device__ void zs_copy_frame(i64 c, const i64* base, const i64* counts, const u
 }
 #endif
 
+// ---- copying small frames: a warp a frame, its sequences in order -------------------------------------------
+// Over many small frames (dataset E's 65,536 inner blosc streams of 32 KiB) the frame copier above is
+// bound by its instructions: its lanes each take bytes of the step, found through the step's table one by
+// one, every load and store a sector of its own. Here a warp takes a frame and copies one sequence at a
+// time, its lanes on consecutive bytes: a byte of a match comes from a literal of its own sequence or
+// from before the sequence (a match overlapping itself repeats its first period), so the lanes need
+// no order within a sequence, only the warp's barrier between sequences.
+
+// Sequence bytes x = lane, lane + lanes, ... of [0, ll + ml) at `out`: its ll literals from `lit`, then
+// its match of ml bytes at offset `off` (checked to lie inside the frame).
+ZD void zs_put_seq(u8* out, const u8* lit, int ll, int ml, int off, int lane, int lanes) {
+    for (int x = lane; x < ll + ml; x += lanes) {
+        int k = x - ll, q = ll - off + (k < off ? k : k % off);
+        out[x] = x < ll ? lit[x] : (q >= 0 ? lit[q] : out[q]);
+    }
+}
+
+#ifdef __CUDACC__
+#define ZS_WARPS 4  // warps of a thread block of zs_copy_warps
+
+__device__ void zs_copy_warp_frame(i64 c, const i64* base, const i64* counts, const u8* const* src,
+                                   const zblock* blocks, const u8* lits, const u64* seqs, u8* const* dst,
+                                   int* status) {
+    int lane = threadIdx.x & 31;
+    u8* frame = dst[c];
+    for (i64 b = base[3 * c]; b < base[3 * c] + counts[3 * c]; b++) {
+        const zblock* r = blocks + b;
+        const u8* in = src[c] + r->src;
+        u8* out = frame + r->out;
+        if (r->type != 2) {
+            for (int k = lane; k < r->size; k += 32) out[k] = r->type == 0 ? in[k] : in[0];
+            __syncwarp();
+            continue;
+        }
+        const u8* lit = lits + r->lit;
+        int lpos = 0, opos = 0;
+        for (int g = 0; g < r->nseq; g += 32) {  // 32 sequences read at once, a lane each
+            bool have = g + lane < r->nseq;
+            u64 q = have ? seqs[r->seq + g + lane] : 0;
+            int ll = (int)(q & 0x3FFFF), ml = (int)((q >> 18) & 0x3FFFF);
+            int off = have ? (int)zs_resolve((u32)(q >> 36), r->hist_in) : 1;
+            int a = ll, e = ll + ml;  // inclusive sums over the lanes, then exclusive
+            for (int d = 1; d < 32; d <<= 1) {
+                int ya = __shfl_up_sync(ZS_FULL, a, d), ye = __shfl_up_sync(ZS_FULL, e, d);
+                if (lane >= d) a += ya, e += ye;
+            }
+            int lits_in = __shfl_sync(ZS_FULL, a, 31), len = __shfl_sync(ZS_FULL, e, 31);
+            a -= ll;
+            e -= ll + ml;
+            bool bad = have && (off == 0 || r->out - r->fout + opos + e + ll - (i64)off < 0);  // before the frame
+            if (__any_sync(ZS_FULL, bad)) {
+                if (lane == 0) zs_fail(status + c, ZS_OFFSET);
+                return;
+            }
+            int m = r->nseq - g < 32 ? r->nseq - g : 32;
+            for (int k = 0; k < m; k++) {
+                int kl = __shfl_sync(ZS_FULL, ll, k), km = __shfl_sync(ZS_FULL, ml, k);
+                int ko = __shfl_sync(ZS_FULL, off, k), ke = __shfl_sync(ZS_FULL, e, k);
+                int ka = __shfl_sync(ZS_FULL, a, k);
+                zs_put_seq(out + opos + ke, lit + lpos + ka, kl, km, ko, lane, 32);
+                __syncwarp();  // the sequence's bytes seen by the next one's lanes
+            }
+            opos += len;
+            lpos += lits_in;
+        }
+        for (int k = lane; k < r->lit_size - lpos; k += 32) out[opos + k] = lit[lpos + k];
+        __syncwarp();
+    }
+}
+#endif
+
 // ---- content checksums: XXH64 of each checked frame's output, four threads a frame ---------------------
 
 #define ZS_P1 11400714785074694791ull
@@ -1063,6 +1138,36 @@ static void zs_copy_host(i64 c, const i64* base, const i64* counts, const u8* co
             for (int t = 0; t < ZS_STEP; t++) zs_put_deferred(&s, t, ZS_STEP, lit, out + opos);
             opos += e;
             lpos += a;
+        }
+        for (int k = 0; k < r->lit_size - lpos; k++) out[opos + k] = lit[lpos + k];
+    }
+}
+
+// The warp copier's host twin: its sequences in order, each one's lanes played from the last.
+static void zs_copy_warp_host(i64 c, const i64* base, const i64* counts, const u8* const* src,
+                              const zblock* blocks, const u8* lits, const u64* seqs, u8* const* dst, int* status) {
+    if (status[c]) return;
+    for (i64 b = base[3 * c]; b < base[3 * c] + counts[3 * c]; b++) {
+        const zblock* r = blocks + b;
+        const u8* in = src[c] + r->src;
+        u8* out = dst[c] + r->out;
+        if (r->type != 2) {
+            for (int k = 0; k < r->size; k++) out[k] = r->type == 0 ? in[k] : in[0];
+            continue;
+        }
+        const u8* lit = lits + r->lit;
+        int lpos = 0, opos = 0;
+        for (int k = 0; k < r->nseq; k++) {
+            u64 q = seqs[r->seq + k];
+            int ll = (int)(q & 0x3FFFF), ml = (int)((q >> 18) & 0x3FFFF);
+            u32 off = zs_resolve((u32)(q >> 36), r->hist_in);
+            if (off == 0 || r->out - r->fout + opos + ll - (i64)off < 0) {
+                zs_fail(status + c, ZS_OFFSET);
+                return;
+            }
+            for (int lane = 31; lane >= 0; lane--) zs_put_seq(out + opos, lit + lpos, ll, ml, (int)off, lane, 32);
+            opos += ll + ml;
+            lpos += ll;
         }
         for (int k = 0; k < r->lit_size - lpos; k++) out[opos + k] = lit[lpos + k];
     }
@@ -1254,12 +1359,12 @@ __global__ void zs_checksum(i64 n, const zblock* blocks, const u64* dst, int* st
     if (mine && k == 0 && zs_xxh_finish(f, len, v + threadIdx.x) != r->xxh) zs_fail(status + r->chunk, ZS_CHECKSUM);
 }
 
-// A thread block a zstd block (ZS_STEP threads) of the chunks `waves` names: the resolve of the copier by
+// A thread block a zstd block (ZS_STEP threads) of the chunks of ZS_BY_WAVES: the resolve of the copier by
 // waves. `remaining[b]` gets the block's matches and `left` their sum, which the waves count down. Its
 // marks are read by later kernels only, whose launch orders these writes before them.
 __global__ void zs_resolve_blocks(i64 n, const u64* src, const zblock* blocks, const u8* lits, u64* seqs,
                                   const u64* dst, const u64* bits, int* remaining, unsigned long long* left,
-                                  const u8* waves, int* status) {
+                                  const u8* copier, int* status) {
     __shared__ u64 sums[ZS_STEP / 32];
     __shared__ int bad, skip;
     int t = threadIdx.x;
@@ -1267,7 +1372,7 @@ __global__ void zs_resolve_blocks(i64 n, const u64* src, const zblock* blocks, c
     if (t == 0) {
         remaining[blockIdx.x] = 0;
         // read once: other blocks of the chunk may fail it
-        skip = blockIdx.x >= n || !waves[r->chunk] || status[r->chunk];
+        skip = blockIdx.x >= n || copier[r->chunk] != ZS_BY_WAVES || status[r->chunk];
     }
     __syncthreads();
     if (skip) return;
@@ -1337,19 +1442,28 @@ __global__ void zs_wave(i64 n, const zblock* blocks, u64* seqs, const u64* dst, 
     }
 }
 
-// A thread block a chunk, but those `waves` names.
+// The copiers of the chunks, one a chunk in `copier`: ZS_BY_FRAME, ZS_BY_WAVES or ZS_BY_WARP.
+// A thread block a chunk of ZS_BY_FRAME.
 __global__ void zs_copy(i64 n, const i64* base, const i64* counts, const u64* src, const zblock* blocks,
-                        const u8* lits, const u64* seqs, const u64* dst, const u8* waves, int* status) {
-    if (blockIdx.x < n && !waves[blockIdx.x] && !status[blockIdx.x])
+                        const u8* lits, const u64* seqs, const u64* dst, const u8* copier, int* status) {
+    if (blockIdx.x < n && copier[blockIdx.x] == ZS_BY_FRAME && !status[blockIdx.x])
         zs_copy_frame(blockIdx.x, base, counts, ZS_SRC, blocks, lits, seqs, (u8* const*)dst, status);
 }
 
-// After ZS_WAVES_MAX waves, a thread a chunk of `waves` finishes its matches left in order, where each
+// A warp a chunk of ZS_BY_WARP, ZS_WARPS a thread block.
+__global__ void zs_copy_warps(i64 n, const i64* base, const i64* counts, const u64* src, const zblock* blocks,
+                              const u8* lits, const u64* seqs, const u64* dst, const u8* copier, int* status) {
+    i64 c = blockIdx.x * (i64)ZS_WARPS + (threadIdx.x >> 5);
+    if (c < n && copier[c] == ZS_BY_WARP && !status[c])  // the same for the warp's lanes
+        zs_copy_warp_frame(c, base, counts, ZS_SRC, blocks, lits, seqs, (u8* const*)dst, status);
+}
+
+// After ZS_WAVES_MAX waves, a thread a chunk of ZS_BY_WAVES finishes its matches left in order, where each
 // one's sources are done (the waves end sooner on the data they are for; this bounds the worst case).
 __global__ void zs_finish(i64 n, const i64* base, const i64* counts, const zblock* blocks, u64* seqs, const u64* dst,
-                          const u64* bits, const u8* waves, int* status) {
+                          const u64* bits, const u8* copier, int* status) {
     ZS_ITEM;
-    if (waves[i]) zs_finish_chunk(i, base, counts, blocks, seqs, (u8*)dst[i], (u32*)bits[i], status);
+    if (copier[i] == ZS_BY_WAVES) zs_finish_chunk(i, base, counts, blocks, seqs, (u8*)dst[i], (u32*)bits[i], status);
 }}
 #else
 
@@ -1357,36 +1471,36 @@ __global__ void zs_finish(i64 n, const i64* base, const i64* counts, const zbloc
 #define ZS_WAVES_MAX 256  // zstd_blocks._WAVES_MAX (the tests build fewer)
 #endif
 
-// The whole decode of n frames on the host, in the GPU's order of steps (tests only): the chunks that
-// `waves` names (none where it is null) by the copier by waves, the others by the frame copier.
+// The whole decode of n frames on the host, in the GPU's order of steps (tests only): each chunk by the
+// copier `copier` names (ZS_BY_FRAME, ZS_BY_WAVES or ZS_BY_WARP; all by frame where it is null).
 int zs_host_decode(i64 n, const u8* const* src, const i64* sizes, u8* const* dst, const i64* expected,
-                   int* status, int verify, const u8* waves);
+                   int* status, int verify, const u8* copier);
 #include <stdlib.h>
 static void zs_copy_waves_host(i64 n, i64 tb, const i64* base, const i64* counts, const u8* const* src,
                                const zblock* blocks, const u8* lits, u64* seqs, u8* const* dst,
-                               const i64* expected, const u8* waves, int* status) {
+                               const i64* expected, const u8* copier, int* status) {
     u32** bits = (u32**)calloc(n + 1, sizeof(u32*));
     for (i64 c = 0; c < n; c++) bits[c] = (u32*)calloc(expected[c] / 32 + 2, sizeof(u32));
     for (i64 b = 0; b < tb; b++)
-        if (waves[blocks[b].chunk]) zs_resolve_host(b, src, blocks, lits, seqs, dst, bits, status);
+        if (copier[blocks[b].chunk] == ZS_BY_WAVES) zs_resolve_host(b, src, blocks, lits, seqs, dst, bits, status);
     // each wave from the last match back, so that matches wait for their sources as on the GPU
     for (int w = 0, progress = 1; progress && w < ZS_WAVES_MAX; w++) {
         progress = 0;
         for (i64 b = tb - 1; b >= 0; b--) {
             const zblock* r = blocks + b;
-            if (r->type != 2 || !waves[r->chunk] || status[r->chunk]) continue;
+            if (r->type != 2 || copier[r->chunk] != ZS_BY_WAVES || status[r->chunk]) continue;
             for (int k = r->nseq - 1; k >= 0; k--)
                 progress += zs_match(r, seqs + r->seq + k, dst[r->chunk], bits[r->chunk]);
         }
     }
     for (i64 c = 0; c < n; c++)
-        if (waves[c]) zs_finish_chunk(c, base, counts, blocks, seqs, dst[c], bits[c], status);
+        if (copier[c] == ZS_BY_WAVES) zs_finish_chunk(c, base, counts, blocks, seqs, dst[c], bits[c], status);
     for (i64 c = 0; c < n; c++) free(bits[c]);
     free(bits);
 }
 
 int zs_host_decode(i64 n, const u8* const* src, const i64* sizes, u8* const* dst, const i64* expected,
-                   int* status, int verify, const u8* waves) {
+                   int* status, int verify, const u8* copier) {
     i64* counts = (i64*)calloc(3 * n + 1, sizeof(i64));
     i64* base = (i64*)calloc(3 * n + 1, sizeof(i64));
     i64 tb = 0, tl = 0, ts = 0;
@@ -1418,11 +1532,13 @@ int zs_host_decode(i64 n, const u8* const* src, const i64* sizes, u8* const* dst
     u32 room[ZS_SEQ_ROOM];
     for (i64 i = 0; i < tb; i++) zs_sequences_item(i, src, blocks, fse, &ZS_LENGTHS, seqs, status, room);
     for (i64 c = 0; c < n; c++) zs_place_item(c, base, counts, blocks, expected, status);
-    u8* none = (u8*)calloc(n + 1, 1);
-    if (!waves) waves = none;
-    zs_copy_waves_host(n, tb, base, counts, src, blocks, lits, seqs, dst, expected, waves, status);
-    for (i64 c = 0; c < n; c++)
-        if (!waves[c]) zs_copy_host(c, base, counts, src, blocks, lits, seqs, dst, status);
+    u8* none = (u8*)calloc(n + 1, 1);  // ZS_BY_FRAME
+    if (!copier) copier = none;
+    zs_copy_waves_host(n, tb, base, counts, src, blocks, lits, seqs, dst, expected, copier, status);
+    for (i64 c = 0; c < n; c++) {
+        if (copier[c] == ZS_BY_FRAME) zs_copy_host(c, base, counts, src, blocks, lits, seqs, dst, status);
+        if (copier[c] == ZS_BY_WARP) zs_copy_warp_host(c, base, counts, src, blocks, lits, seqs, dst, status);
+    }
     free(none);
     for (i64 i = 0; verify && i < tb; i++) {
         const zblock* r = blocks + i;
