@@ -90,11 +90,12 @@ def main() -> None:
             )
         datasets.write("A")
     info = open_array_info(args.path)
-    rows, cols = info.shape
+    rows, rest = info.shape[0], tuple(info.shape[1:])  # tasks of --rows-per-block along the first axis
     boxes = [
-        ((r, 0), (min(r + args.rows_per_block, rows), cols)) for r in range(0, rows, args.rows_per_block)
+        ((r, *(0,) * len(rest)), (min(r + args.rows_per_block, rows), *rest))
+        for r in range(0, rows, args.rows_per_block)
     ]
-    nbytes = info.dtype.itemsize * rows * cols
+    nbytes = info.dtype.itemsize * int(np.prod(info.shape))
     files = datasets.chunk_files(args.path)
     chosen = cases()
     if args.case:

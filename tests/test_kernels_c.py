@@ -125,19 +125,21 @@ def _blosc_decode_on_host(lib, frame: bytes) -> bytes:
     src, csize, dst, dsize = (np.zeros(rows, np.int64) for _ in range(4))
     zero = np.zeros(1, np.int64)
     sizes = np.array([len(frame)], np.int64)
-    st = lib.streams_item(
-        ctypes.c_longlong(0),
-        _p(buf),
-        _p(zero),
-        _p(sizes),
-        _p(zero),
-        _p(zero),
-        _p(src),
-        _p(csize),
-        _p(dst),
-        _p(dsize),
-    )
-    assert st == 0
+    for j in reversed(range(int(h["nblocks"][0]))):  # a thread a block, in any order
+        st = lib.streams_item(
+            ctypes.c_longlong(0),
+            ctypes.c_longlong(j),
+            _p(buf),
+            _p(zero),
+            _p(sizes),
+            _p(zero),
+            _p(zero),
+            _p(src),
+            _p(csize),
+            _p(dst),
+            _p(dsize),
+        )
+        assert st == 0
     nbytes, fmt = int(h["nbytes"][0]), (frame[2] >> 5)
     target = np.zeros(nbytes + 1, np.uint8)
     for s, c, d, n in zip(src, csize, dst, dsize, strict=True):

@@ -1,12 +1,13 @@
 """blosc1 frames on the GPU.
 
-Headers are checked on the host (one 16-byte gather per batch); a kernel walks each frame's block
-table and split headers into a table of inner streams; the streams are structure-checked and decoded
-in one nvCOMP batch (lz4 blocks, zstd frames or zlib streams), stored streams are copied, and a
-second kernel undoes the byte or bit shuffle of every block. Blosc's own format rules are c-blosc 1.x's
-(blosc_d): a block is split into ``typesize`` streams unless the frame forbids it, the block is the
-last, partial one, ``typesize > 16`` or a stream would be under 128 bytes; a stream whose size equals
-its decoded size is stored; bit shuffle applies to blocks of a multiple of 8 elements only.
+Headers are checked on the host (one 16-byte gather per batch); a kernel walks the frames' block
+tables and split headers into a table of inner streams, a thread a block; the streams are
+structure-checked and decoded in one batch (lz4 blocks by nvCOMP, zstd frames by this package's
+kernels, zlib streams by zlib), stored streams are copied, and a second kernel undoes the byte or
+bit shuffle of every block. Blosc's own format rules are c-blosc 1.x's (blosc_d): a block is split
+into ``typesize`` streams unless the frame forbids it, the block is the last, partial one,
+``typesize > 16`` or a stream would be under 128 bytes; a stream whose size equals its decoded size
+is stored; bit shuffle applies to blocks of a multiple of 8 elements only.
 """
 
 from collections.abc import Callable
@@ -72,7 +73,11 @@ def decode_batch(
     row0 = np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int64)
     total = int(rows.sum())
     table = [cp.empty(total, dtype=np.int64) for _ in range(4)]
-    status = cp.empty(n, dtype=np.int32)
+    status = cp.zeros(n, dtype=np.int32)
+    nb = h["nblocks"]
+    c = np.repeat(np.arange(n), nb)  # each block's frame, and its index j in the frame
+    j = np.arange(int(nb.sum())) - np.repeat(np.cumsum(nb) - nb, nb)
+    c_d, j_d = cp.asarray(c), cp.asarray(j)
     # c-blosc: byte shuffle (for typesize > 1) wins over bit shuffle; copy-only frames are not shuffled
     byte = ((h["flags"] & 1) > 0) & (h["typesize"] > 1)
     shuffled = ((h["flags"] & 2) == 0) & (byte | ((h["flags"] & 4) > 0))
@@ -80,7 +85,7 @@ def decode_batch(
     target = cp.empty_like(out) if shuffled.any() else out
     mod = _module()
     mod.get_function("streams")(
-        ((n + _THREADS - 1) // _THREADS,),
+        ((len(c) + _THREADS - 1) // _THREADS,),
         (_THREADS,),
         (
             buffer,
@@ -89,8 +94,10 @@ def decode_batch(
             cp.asarray(row0),
             cp.asarray(out_offsets),
             *table,
+            c_d,
+            j_d,
             status,
-            np.int64(n),
+            np.int64(len(c)),
         ),
     )
     st = status.get()
@@ -108,9 +115,6 @@ def decode_batch(
         if failed:
             return failed
     if target is not out:
-        nb = h["nblocks"]
-        c = np.repeat(np.arange(n), nb)  # each block's frame, and its index j in the frame
-        j = np.arange(int(nb.sum())) - np.repeat(np.cumsum(nb) - nb, nb)
         bs = h["blocksize"][c]
         start = np.asarray(out_offsets, dtype=np.int64)[c] + j * bs
         bsize, ts, modes = np.minimum(bs, h["nbytes"][c] - j * bs), h["typesize"][c], mode[c]

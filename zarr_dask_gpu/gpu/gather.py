@@ -3,7 +3,6 @@
 import cupy as cp
 import numpy as np
 
-from ..io import place
 from . import kernels
 
 _THREADS = 256
@@ -34,7 +33,8 @@ def aligned(
     they already do (whole chunk files), else gathered into a new buffer (ranges inside shards)."""
     if not (offsets % align).any():
         return buffer, offsets
-    starts, total = place([int(n) for n in sizes], 0, align)
-    out = cp.empty(max(total, 1), dtype=np.uint8)
-    copy_ranges(buffer, offsets, np.asarray(starts, dtype=np.int64), sizes, out)
-    return out, np.asarray(starts, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(-(-sizes // align) * align)[:-1]]).astype(np.int64)
+    out = cp.empty(max(int(starts[-1] + sizes[-1]) if len(sizes) else 0, 1), dtype=np.uint8)
+    copy_ranges(buffer, offsets, starts, sizes, out)
+    return out, starts
