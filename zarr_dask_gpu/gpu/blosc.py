@@ -40,6 +40,12 @@ def _module() -> cp.RawModule:
     return kernels.module("blosc.cu")
 
 
+def _blocks(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For ``counts[i]`` blocks of frame i: each block's frame, and its index in the frame."""
+    c = np.repeat(np.arange(len(counts)), counts)
+    return c, np.arange(len(c)) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
 def decode_batch(
     buffer: cp.ndarray,
     offsets: np.ndarray,
@@ -74,32 +80,32 @@ def decode_batch(
     total = int(rows.sum())
     table = [cp.empty(total, dtype=np.int64) for _ in range(4)]
     status = cp.zeros(n, dtype=np.int32)
-    nb = h["nblocks"]
-    c = np.repeat(np.arange(n), nb)  # each block's frame, and its index j in the frame
-    j = np.arange(int(nb.sum())) - np.repeat(np.cumsum(nb) - nb, nb)
-    c_d, j_d = cp.asarray(c), cp.asarray(j)
     # c-blosc: byte shuffle (for typesize > 1) wins over bit shuffle; copy-only frames are not shuffled
     byte = ((h["flags"] & 1) > 0) & (h["typesize"] > 1)
     shuffled = ((h["flags"] & 2) == 0) & (byte | ((h["flags"] & 4) > 0))
     mode = np.where(shuffled, np.where(byte, 1, 2), 0)
     target = cp.empty_like(out) if shuffled.any() else out
     mod = _module()
-    mod.get_function("streams")(
-        ((len(c) + _THREADS - 1) // _THREADS,),
-        (_THREADS,),
-        (
-            buffer,
-            cp.asarray(offsets),
-            cp.asarray(sizes),
-            cp.asarray(row0),
-            cp.asarray(out_offsets),
-            *table,
-            c_d,
-            j_d,
-            status,
-            np.int64(len(c)),
-        ),
-    )
+    # a thread a block, but one for a frame stored as is (its one row, whatever its blocks)
+    walked = np.where(h["flags"] & 2, 1, h["nblocks"])
+    c, j = _blocks(walked)
+    if len(c):
+        mod.get_function("streams")(
+            ((len(c) + _THREADS - 1) // _THREADS,),
+            (_THREADS,),
+            (
+                buffer,
+                cp.asarray(offsets),
+                cp.asarray(sizes),
+                cp.asarray(row0),
+                cp.asarray(out_offsets),
+                *table,
+                cp.asarray(c),
+                cp.asarray(j),
+                status,
+                np.int64(len(c)),
+            ),
+        )
     st = status.get()
     if st.any():
         return [(int(i), "corrupt blosc block table or split headers") for i in np.flatnonzero(st)]
@@ -114,7 +120,8 @@ def decode_batch(
         failed = decode_streams(unit[k], src[k], csize[k], target, dst[k], dsize[k])
         if failed:
             return failed
-    if target is not out:
+    c, j = _blocks(h["nblocks"])
+    if target is not out and len(c):
         bs = h["blocksize"][c]
         start = np.asarray(out_offsets, dtype=np.int64)[c] + j * bs
         bsize, ts, modes = np.minimum(bs, h["nbytes"][c] - j * bs), h["typesize"][c], mode[c]
