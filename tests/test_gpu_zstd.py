@@ -111,8 +111,9 @@ def test_a_noisy_volume_by_each_copier():
 
 
 def test_the_rule_picks_a_copier_by_the_chunks_counts():
-    """A warp a frame for frames of few sequences (dataset E's inner streams), by waves for few large
-    chunks mostly of literals (Ez's), a thread block a frame for chunks of many sequences (A's)."""
+    """A warp a frame for small frames of few sequences (dataset E's inner streams), by waves for few
+    large chunks mostly of literals (Ez's), a thread block a frame for chunks of many sequences (A's)
+    or many bytes."""
     from zarr_dask_gpu.gpu import zstd_blocks
 
     def picked(blocks: int, lits: int, seqs: int, decoded: int, n: int) -> list[str]:
@@ -124,6 +125,7 @@ def test_the_rule_picks_a_copier_by_the_chunks_counts():
     assert picked(2048, 200 << 20, 3_000_000, 256 << 20, 8) == ["waves"] * 8
     assert picked(2048, 200 << 20, 3_000_000, 256 << 20, 4096) == ["frames"] * 4096  # too many for waves
     assert picked(64, 120_000, 1_000_000, 8 << 20, 512) == ["frames"] * 512
+    assert picked(64, 0, 0, 8 << 20, 512) == ["frames"] * 512  # raw blocks: no sequences, many bytes
 
 
 @COPIERS

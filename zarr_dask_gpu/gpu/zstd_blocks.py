@@ -42,6 +42,9 @@ _WAVES_MIN_BYTES = 4 << 20
 # than this: E's 65536 inner streams of 32 KiB (950 sequences each) copy in 7.6 ms against 83 ms a
 # thread block each; A's 8 MiB chunks (a million sequences) take 297 ms for 32 against 26 ms
 _WARP_MAX_SEQUENCES = 4096
+# ... and of no more bytes than this: raw and RLE blocks (incompressible or constant data) have no
+# sequences, and a warp copies them 32 bytes a step where a thread block copies 256
+_WARP_MAX_BYTES = 256 << 10
 
 
 _variant: cp.RawModule | None = None  # compiled_from's module, in place of zstd.cu's
@@ -212,13 +215,15 @@ def _copiers(per_frame: np.ndarray, decoded: np.ndarray) -> np.ndarray:
     """Each chunk's copier (``COPIERS``, as uint8) from its counts of blocks, literal bytes and
     sequences: ``copier``'s choice, else by waves where its literals are half its decoded bytes or
     more, ``_WAVES_MIN_BYTES`` or more, in a batch of at most as many chunks as the device has SMs; a
-    warp a frame where it has ``_WARP_MAX_SEQUENCES`` sequences or fewer; else a thread block a frame."""
+    warp a frame where it has ``_WARP_MAX_SEQUENCES`` sequences or fewer and ``_WARP_MAX_BYTES`` or
+    fewer; else a thread block a frame."""
     if _copier is not None:
         return np.full(len(decoded), COPIERS[_copier], dtype=np.uint8)
     lits, seqs = per_frame[:, 1], per_frame[:, 2]
     few = len(decoded) <= _sms(cp.cuda.Device().id)
     waves = (2 * lits >= decoded) & (decoded >= _WAVES_MIN_BYTES) & few
-    by_warp = np.where(seqs <= _WARP_MAX_SEQUENCES, COPIERS["warps"], COPIERS["frames"])
+    small = (seqs <= _WARP_MAX_SEQUENCES) & (decoded <= _WARP_MAX_BYTES)
+    by_warp = np.where(small, COPIERS["warps"], COPIERS["frames"])
     return np.where(waves, COPIERS["waves"], by_warp).astype(np.uint8)
 
 
