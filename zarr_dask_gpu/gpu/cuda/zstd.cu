@@ -1098,8 +1098,10 @@ ZD int zs_checked(const zblock* r, const int* status) {
 // ---- the host's copier: the same steps, one after another ------------------------------------------------
 
 #ifndef __CUDACC__
-static void zs_copy_host(i64 c, const i64* base, const i64* counts, const u8* const* src, const zblock* blocks,
-                         const u8* lits, const u64* seqs, u8* const* dst, int* status) {
+// Chunk c by the frame copier (ZS_BY_FRAME: its steps, each one's threads played in turn) or by the warp
+// copier (ZS_BY_WARP: its sequences in order, each one's lanes played from the last).
+static void zs_copy_host(i64 c, int copier, const i64* base, const i64* counts, const u8* const* src,
+                         const zblock* blocks, const u8* lits, const u64* seqs, u8* const* dst, int* status) {
     static zstep s;
     if (status[c]) return;
     for (i64 b = base[3 * c]; b < base[3 * c] + counts[3 * c]; b++) {
@@ -1112,7 +1114,19 @@ static void zs_copy_host(i64 c, const i64* base, const i64* counts, const u8* co
         }
         const u8* lit = lits + r->lit;
         int lpos = 0, opos = 0;
-        for (int g = 0; g < r->nseq; g += ZS_STEP) {
+        for (int k = 0; copier == ZS_BY_WARP && k < r->nseq; k++) {
+            u64 q = seqs[r->seq + k];
+            int ll = (int)(q & 0x3FFFF), ml = (int)((q >> 18) & 0x3FFFF);
+            u32 off = zs_resolve((u32)(q >> 36), r->hist_in);
+            if (off == 0 || r->out - r->fout + opos + ll - (i64)off < 0) {
+                zs_fail(status + c, ZS_OFFSET);
+                return;
+            }
+            for (int lane = 31; lane >= 0; lane--) zs_put_seq(out + opos, lit + lpos, ll, ml, (int)off, lane, 32);
+            opos += ll + ml;
+            lpos += ll;
+        }
+        for (int g = 0; copier == ZS_BY_FRAME && g < r->nseq; g += ZS_STEP) {
             s.n = r->nseq - g < ZS_STEP ? r->nseq - g : ZS_STEP;
             int a = 0, e = 0;
             for (int t = 0; t < s.n; t++) {
@@ -1138,36 +1152,6 @@ static void zs_copy_host(i64 c, const i64* base, const i64* counts, const u8* co
             for (int t = 0; t < ZS_STEP; t++) zs_put_deferred(&s, t, ZS_STEP, lit, out + opos);
             opos += e;
             lpos += a;
-        }
-        for (int k = 0; k < r->lit_size - lpos; k++) out[opos + k] = lit[lpos + k];
-    }
-}
-
-// The warp copier's host twin: its sequences in order, each one's lanes played from the last.
-static void zs_copy_warp_host(i64 c, const i64* base, const i64* counts, const u8* const* src,
-                              const zblock* blocks, const u8* lits, const u64* seqs, u8* const* dst, int* status) {
-    if (status[c]) return;
-    for (i64 b = base[3 * c]; b < base[3 * c] + counts[3 * c]; b++) {
-        const zblock* r = blocks + b;
-        const u8* in = src[c] + r->src;
-        u8* out = dst[c] + r->out;
-        if (r->type != 2) {
-            for (int k = 0; k < r->size; k++) out[k] = r->type == 0 ? in[k] : in[0];
-            continue;
-        }
-        const u8* lit = lits + r->lit;
-        int lpos = 0, opos = 0;
-        for (int k = 0; k < r->nseq; k++) {
-            u64 q = seqs[r->seq + k];
-            int ll = (int)(q & 0x3FFFF), ml = (int)((q >> 18) & 0x3FFFF);
-            u32 off = zs_resolve((u32)(q >> 36), r->hist_in);
-            if (off == 0 || r->out - r->fout + opos + ll - (i64)off < 0) {
-                zs_fail(status + c, ZS_OFFSET);
-                return;
-            }
-            for (int lane = 31; lane >= 0; lane--) zs_put_seq(out + opos, lit + lpos, ll, ml, (int)off, lane, 32);
-            opos += ll + ml;
-            lpos += ll;
         }
         for (int k = 0; k < r->lit_size - lpos; k++) out[opos + k] = lit[lpos + k];
     }
@@ -1535,10 +1519,8 @@ int zs_host_decode(i64 n, const u8* const* src, const i64* sizes, u8* const* dst
     u8* none = (u8*)calloc(n + 1, 1);  // ZS_BY_FRAME
     if (!copier) copier = none;
     zs_copy_waves_host(n, tb, base, counts, src, blocks, lits, seqs, dst, expected, copier, status);
-    for (i64 c = 0; c < n; c++) {
-        if (copier[c] == ZS_BY_FRAME) zs_copy_host(c, base, counts, src, blocks, lits, seqs, dst, status);
-        if (copier[c] == ZS_BY_WARP) zs_copy_warp_host(c, base, counts, src, blocks, lits, seqs, dst, status);
-    }
+    for (i64 c = 0; c < n; c++)
+        if (copier[c] != ZS_BY_WAVES) zs_copy_host(c, copier[c], base, counts, src, blocks, lits, seqs, dst, status);
     free(none);
     for (i64 i = 0; verify && i < tb; i++) {
         const zblock* r = blocks + i;
