@@ -785,7 +785,7 @@ ZD void zs_place_item(i64 c, const i64* base, const i64* counts, zblock* blocks,
     if (at != expected[c]) zs_fail(status + c, ZS_SIZE);
 }
 
-// ---- copying: a thread block a frame, 128 sequences a step ---------------------------------------------------
+// ---- copying: a thread block a frame, 256 sequences a step ---------------------------------------------------
 // 95% of the benchmark's output bytes come, through chains of matches, from earlier zstd blocks (the
 // window is 2 MiB), so a frame is copied in order. Within a step no byte waits for another: each byte's
 // value is found through the step's table of sequences (a literal, or a byte written before the step),
