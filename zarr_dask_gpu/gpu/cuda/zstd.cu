@@ -588,6 +588,13 @@ ZD void zs_tables_item(i64 i, const u8* const* src, zblock* blocks, u16* huf, u3
 
 // ---- literals (four threads a block) -------------------------------------------------------------------
 
+ZD void zs_lit(u8* at, const u16* t, u32* state, zback* bs, u32 mask) {  // a literal, by the bytewise reader
+    u16 e = t[*state];
+    int nb = e >> 8;
+    *at = (u8)(e & 0xff);
+    *state = ((*state << nb) + zb_read(bs, nb)) & mask;
+}
+
 // `room`: the block's Huffman table copied where the loop reads it faster (shared memory on the device),
 // or none: the table in `huf`.
 ZD void zs_literals_item(i64 i, const u8* const* src, const zblock* blocks, const u16* huf, u8* lits,
@@ -633,12 +640,30 @@ ZD void zs_literals_item(i64 i, const u8* const* src, const zblock* blocks, cons
         return;
     }
     u32 mask = (1u << tb) - 1, state = zb_read(&bs, tb);
-    for (int k = 0; k < count; k++) {
-        u16 e = t[state];
-        int nb = e >> 8;
-        out[lo + k] = (u8)(e & 0xff);
-        state = ((state << nb) + zb_read(&bs, nb)) & mask;
+    const u8* in = p + start;
+    int k = 0;
+    // The bytewise reader refills its window each lane at its own literal: nearly every step of a
+    // warp ran a lane's refill. In the stream's middle, four literals a load of the 64 bits from 56 to
+    // 63 below the read position (four reads take 44 at most), every lane at the same step; the load's
+    // 16 aligned bytes on the device lie inside the stream.
+    for (; k < count && (bs.off >> 3) + 9 > len; k++) zs_lit(out + lo + k, t, &state, &bs, mask);
+    for (i64 off = bs.off; k + 4 <= count && off >= 128; k += 4) {
+        i64 at = (off >> 3) - 7;
+#ifdef __CUDA_ARCH__
+        u64 win = zs_words8(in + at);
+#else
+        u64 win = zs_le(in + at, 8);
+#endif
+        for (int u = 0; u < 4; u++) {
+            u16 e = t[state];
+            int nb = e >> 8;
+            off -= nb;
+            state = ((state << nb) + (u32)((win >> (off - 8 * at)) & ((1u << nb) - 1))) & mask;
+            out[lo + k + u] = (u8)(e & 0xff);
+        }
+        bs.off = off;  // the bytewise reader's window still holds what lies below its end
     }
+    for (; k < count; k++) zs_lit(out + lo + k, t, &state, &bs, mask);
     if (bs.off != -tb) zs_fail(status + r->chunk, ZS_CORRUPT);
 }
 
