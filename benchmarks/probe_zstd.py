@@ -1,7 +1,8 @@
 """This package's zstd kernels (``gpu/cuda/zstd.cu``) against nvCOMP on dataset A's chunks, on the device:
-one batch of every chunk and of a task's 32, by the batch's rule and with each copier forced
-(``zstd_blocks.copier``: a thread block a frame, by waves, a warp a frame), each kernel's time
-(``zstd_blocks.kernel_times``: CUDA events), values checked against numcodecs; then variants of the
+one batch of every chunk and of a task's 32, by the batch's rules and with each copier forced
+(``zstd_blocks.copier``: a thread block a frame, by waves, a warp a frame; ``--copiers`` picks) and
+each sequences kernel (``zstd_blocks.sequences``: tables in shared memory or in place), each kernel's
+time (``zstd_blocks.kernel_times``: CUDA events), values checked against numcodecs; then variants of the
 source with parts of the work taken out, and other sources (``--compare``, say another branch's),
 timed the same way (``zstd_blocks.compiled_from``). Run on the GPU host after `zarr-dask-gpu bench`
 wrote dataset A:
@@ -34,6 +35,7 @@ p.add_argument(
     "--blosc", action="store_true", help="the store's chunks are blosc frames: time their inner zstd streams"
 )
 p.add_argument("--once", action="store_true", help="one checked decode of --chunks, for a profiler")
+p.add_argument("--copiers", default=",".join(zstd_blocks.COPIERS), help="the copiers to force, in turn")
 args = p.parse_args()
 
 
@@ -97,11 +99,18 @@ if args.once:
     decode(len(blobs), "blocks")
     check(len(blobs), "once")
     raise SystemExit(0)
+forcings = [
+    *((c, zstd_blocks.copier) for c in args.copiers.split(",") if c),
+    *((k, zstd_blocks.sequences) for k in zstd_blocks.SEQUENCES),
+]
 for n in batches:
-    # the kernels by the batch's rule, then with each copier forced
-    for decoder, by in (("nvcomp", None), ("blocks", None), *(("blocks", c) for c in zstd_blocks.COPIERS)):
-        forced = zstd_blocks.copier(by) if by else contextlib.nullcontext()
-        with forced:
+    # the kernels by the batch's rules, then with each copier, and each sequences' kernel, forced
+    for decoder, by, force in (
+        ("nvcomp", None, None),
+        ("blocks", None, None),
+        *(("blocks", *f) for f in forcings),
+    ):
+        with force(by) if force else contextlib.nullcontext():
             out.fill(0)
             decode(n, decoder)
             check(n, f"{decoder} {by}")

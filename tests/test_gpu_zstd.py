@@ -11,12 +11,21 @@ from .test_zstd_c import LEVELS, SIZES, _kinds, _sample, disagreements, fuzzed
 pytestmark = pytest.mark.gpu
 
 
-COPIERS = pytest.mark.parametrize("copier", ["frames", "waves", "warps"])
+# each copier with the sequences' tables in shared memory, and one with them read in place
+KERNELS = pytest.mark.parametrize(
+    "copier,sequences", [("frames", "rooms"), ("waves", "rooms"), ("warps", "rooms"), ("frames", "wide")]
+)
 
 
-def gpu_decode(frames: list[bytes], expected: list[int], decoder: str = "blocks", copier: str | None = None):
+def gpu_decode(
+    frames: list[bytes],
+    expected: list[int],
+    decoder: str = "blocks",
+    copier: str | None = None,
+    sequences: str | None = None,
+):
     """Each frame's output (None where it failed) and the failures, from one batched launch (the
-    kernels' ``copier`` forced where given)."""
+    kernels' ``copier`` and ``sequences`` forced where given)."""
     import contextlib
 
     import cupy as cp
@@ -33,7 +42,8 @@ def gpu_decode(frames: list[bytes], expected: list[int], decoder: str = "blocks"
     out = cp.full(int(out_at[-1]) + 256, 0xAB, dtype=np.uint8)
     stream = cp.cuda.Stream(non_blocking=True)
     forced = zstd_blocks.copier(copier) if copier else contextlib.nullcontext()
-    with dask.config.set({"zarr_dask_gpu.zstd-decoder": decoder}), forced, stream:
+    tables = zstd_blocks.sequences(sequences) if sequences else contextlib.nullcontext()
+    with dask.config.set({"zarr_dask_gpu.zstd-decoder": decoder}), forced, tables, stream:
         done = decompress.launch(
             "zstd",
             np.uint64(src.data.ptr) + starts[:-1].astype(np.uint64),
@@ -51,15 +61,15 @@ def gpu_decode(frames: list[bytes], expected: list[int], decoder: str = "blocks"
     ], bad
 
 
-@COPIERS
+@KERNELS
 @pytest.mark.parametrize("level", LEVELS)
-def test_decodes_what_libzstd_wrote(level, copier):
+def test_decodes_what_libzstd_wrote(level, copier, sequences):
     frames, want = [], []
     for n in SIZES:
         for data in _kinds(n, seed=n + level + 10).values():
             frames.append(bytes(Zstd(level).encode(data)))
             want.append(data)
-    got, bad = gpu_decode(frames, [len(w) for w in want], copier=copier)
+    got, bad = gpu_decode(frames, [len(w) for w in want], copier=copier, sequences=sequences)
     assert not bad
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         assert g == w, i
@@ -79,13 +89,13 @@ def test_the_copier_past_its_deferred_list():
     assert not bad and got == want
 
 
-@COPIERS
-def test_benchmark_chunks_alike_to_nvcomp(copier):
+@KERNELS
+def test_benchmark_chunks_alike_to_nvcomp(copier, sequences):
     """Sixteen of the benchmark's 8 MiB chunks (64 zstd blocks, about a million sequences each): the
     copier's waits on earlier blocks of the frame are exercised throughout (by waves: hundreds)."""
     want = [_sample(8 << 20, seed=s) for s in range(16)]
     frames = [bytes(Zstd(0).encode(w)) for w in want]
-    ours, bad = gpu_decode(frames, [len(w) for w in want], copier=copier)
+    ours, bad = gpu_decode(frames, [len(w) for w in want], copier=copier, sequences=sequences)
     theirs, bad_nvcomp = gpu_decode(frames, [len(w) for w in want], "nvcomp")
     assert not bad and not bad_nvcomp
     assert ours == want and theirs == want
@@ -128,8 +138,18 @@ def test_the_rule_picks_a_copier_by_the_chunks_counts():
     assert picked(64, 0, 0, 8 << 20, 512) == ["frames"] * 512  # raw blocks: no sequences, many bytes
 
 
-@COPIERS
-def test_frames_as_libzstd_reads_them(copier):
+def test_the_rule_picks_the_sequences_kernel_by_the_batchs_blocks():
+    """The FSE tables in rooms of shared memory for batches of few blocks an SM (A's 32 chunks: 2,048
+    blocks; two tasks' 256: 16,384), read in place from 128 an SM (A's 512 chunks: 32,768)."""
+    from zarr_dask_gpu.gpu import zstd_blocks
+
+    assert zstd_blocks._sequences(2048) == "rooms"
+    assert zstd_blocks._sequences(16384) == "rooms"
+    assert zstd_blocks._sequences(32768) == "wide"
+
+
+@KERNELS
+def test_frames_as_libzstd_reads_them(copier, sequences):
     """Two frames in one chunk, skippable frames, a content checksum (verified on the device) and a
     frame without a content size decode to libzstd's bytes; a flipped checksum, a dictionary id and
     bytes after the last frame are refused, each with its reason."""
@@ -144,7 +164,7 @@ def test_frames_as_libzstd_reads_them(copier):
     dict_id[4] |= 1
     dict_id[5:5] = b"\x07"
     frames = [two, checksummed, skippable, bytes(flipped), bytes(dict_id), two + b"junk"]
-    got, bad = gpu_decode(frames, [300_000] * len(frames), copier=copier)
+    got, bad = gpu_decode(frames, [300_000] * len(frames), copier=copier, sequences=sequences)
     assert got[:3] == [data] * 3
     assert sorted(bad) == [3, 4, 5]
     assert "checksum" in bad[3] and "dictionary" in bad[4] and "after the last" in bad[5]
@@ -172,25 +192,27 @@ def test_offset_codes_past_the_kernels_decode_on_the_host(monkeypatch):
     assert not bad and got == [data, head] and seen == [1]
 
 
-@COPIERS
-def test_damaged_frames_are_reported(copier):
+@KERNELS
+def test_damaged_frames_are_reported(copier, sequences):
     data = _sample(600_000)
     frame = bytes(Zstd(3).encode(data))
     wrong_size = bytes(Zstd(3).encode(data[:-4]))
     flipped = bytearray(frame)
     flipped[len(frame) // 2] ^= 0xFF  # inside a block's sequences: the FSE states run off
-    got, bad = gpu_decode([frame, wrong_size, bytes(flipped), frame], [len(data)] * 4, copier=copier)
+    got, bad = gpu_decode(
+        [frame, wrong_size, bytes(flipped), frame], [len(data)] * 4, copier=copier, sequences=sequences
+    )
     assert got[0] == data and got[3] == data
     assert 1 in bad and "size" in bad[1]
 
 
-@COPIERS
-def test_fuzzed_frames_agree_with_libzstd(copier):
+@KERNELS
+def test_fuzzed_frames_agree_with_libzstd(copier, sequences):
     """Sound frames with random bytes changed, straight into the kernels with no check before them: no
     hang, no fault; every frame they decode, libzstd decodes to the same bytes (what they refuse, the
     pipeline asks libzstd about: tests/test_damage.py)."""
     frames, sizes = fuzzed((5000, 300_000), 12, 11)
-    got, _ = gpu_decode(frames, sizes, copier=copier)
+    got, _ = gpu_decode(frames, sizes, copier=copier, sequences=sequences)
     both, differ = disagreements(frames, sizes, got)
     assert both > 0 and differ == 0
 

@@ -28,7 +28,14 @@ REASONS = {  # the kernels' statuses; 5, a frame they do not take, has no reason
 _THREADS = 128
 _STEP = 256  # ZS_STEP: the copier's threads, one a sequence of a step
 _XXH_THREADS = 128  # ZS_XXH_THREADS: four a frame
-_SEQ_THREADS = 8  # ZS_SEQ_THREADS
+# the sequences' kernels, as (kernel, threads a thread block, threads an SM at most: None for a thread
+# a block): each block's FSE tables in a room of shared memory (ZS_SEQ_THREADS; the rooms hold 40
+# threads an SM, a batch of more blocks runs round after round), or read in place through the caches
+# (ZS_SEQ_WIDE_THREADS, a thread taking block after block). On an H200 (docs/performance.md), A's 32
+# chunks of 8 MiB (2,048 blocks) took 9.6 ms in rooms against 21.4 in place; its 512 (32,768 blocks)
+# 76 ms against 65; 2,048 chunks 282 ms against 260 in place at 256 threads an SM, 380 all at once
+SEQUENCES = {"rooms": ("zs_sequences", 8, None), "wide": ("zs_sequences_wide", 64, 256)}
+_WIDE_MIN_PER_SM = 128  # blocks an SM from which the tables are read in place (A's 512 chunks: 248)
 _LIT_THREADS = 32  # ZS_LIT_THREADS
 _WAVES_PER_LOOK = 8  # waves of the copier by waves launched between reads of the matches left
 _WAVES_MAX = 256  # ZS_WAVES_MAX: then the matches left are copied in order
@@ -48,7 +55,7 @@ _WARP_MAX_BYTES = 256 << 10
 
 
 _variant: cp.RawModule | None = None  # compiled_from's module, in place of zstd.cu's
-_copier: str | None = None  # copier's choice, in place of the batch's rule
+_forced: dict[str, str] = {}  # copier's and sequences' choices, in place of the batch's rules
 _events: list[tuple[str, cp.cuda.Event, cp.cuda.Event]] | None = None  # kernel_times's
 
 
@@ -73,18 +80,32 @@ def compiled_from(code: str) -> Iterator[None]:
         _variant = old
 
 
-@contextlib.contextmanager
-def copier(name: str) -> Iterator[None]:
+def copier(name: str) -> contextlib.AbstractContextManager[None]:
     """Inside, every chunk is copied by ``name``: "frames" (a thread block a frame, in order), "waves"
     (``_copy_by_waves``) or "warps" (a warp a frame, a sequence at a time), not by the rule of
     ``launch``. For tests and benchmarks: not for concurrent decodes."""
-    global _copier
     assert name in COPIERS, name
-    old, _copier = _copier, name
+    return _force("copier", name)
+
+
+def sequences(name: str) -> contextlib.AbstractContextManager[None]:
+    """Inside, the sequences of every batch are decoded by ``SEQUENCES[name]``, not by the rule of
+    ``launch``. For tests and benchmarks: not for concurrent decodes."""
+    assert name in SEQUENCES, name
+    return _force("sequences", name)
+
+
+@contextlib.contextmanager
+def _force(choice: str, name: str) -> Iterator[None]:
+    old = _forced.get(choice)
+    _forced[choice] = name
     try:
         yield
     finally:
-        _copier = old
+        if old is None:
+            del _forced[choice]
+        else:
+            _forced[choice] = old
 
 
 @contextlib.contextmanager
@@ -189,8 +210,11 @@ def launch(
         _run("zs_fill", n, src_d, sizes_d, expected_d, counts, base_d, rec, status)
         _run("zs_tables", blocks, src_d, rec, huf, fse, status)
         _run("zs_literals", 4 * blocks, src_d, rec, huf, lit, status, threads=_LIT_THREADS)
-        # ZS_SEQ_THREADS a thread block, each with its block's tables in shared memory
-        _run("zs_sequences", blocks, src_d, rec, fse, seq, status, threads=_SEQ_THREADS)
+        kernel, threads, per_sm = SEQUENCES[_sequences(blocks)]
+        grid = -(-blocks // threads)
+        if per_sm is not None:
+            grid = min(grid, per_sm * _sms(cp.cuda.Device().id) // threads)
+        _launch(kernel, grid, np.int64(blocks), src_d, rec, fse, seq, status, threads=threads)
         _run("zs_place", n, base_d, counts, rec, expected_d, status)
         which = _copiers(per_frame, np.asarray(dst_sizes, dtype=np.int64))
         which_d = cp.asarray(which)
@@ -217,14 +241,22 @@ def _copiers(per_frame: np.ndarray, decoded: np.ndarray) -> np.ndarray:
     more, ``_WAVES_MIN_BYTES`` or more, in a batch of at most as many chunks as the device has SMs; a
     warp a frame where it has ``_WARP_MAX_SEQUENCES`` sequences or fewer and ``_WARP_MAX_BYTES`` or
     fewer; else a thread block a frame."""
-    if _copier is not None:
-        return np.full(len(decoded), COPIERS[_copier], dtype=np.uint8)
+    if "copier" in _forced:
+        return np.full(len(decoded), COPIERS[_forced["copier"]], dtype=np.uint8)
     lits, seqs = per_frame[:, 1], per_frame[:, 2]
     few = len(decoded) <= _sms(cp.cuda.Device().id)
     waves = (2 * lits >= decoded) & (decoded >= _WAVES_MIN_BYTES) & few
     small = (seqs <= _WARP_MAX_SEQUENCES) & (decoded <= _WARP_MAX_BYTES)
     by_warp = np.where(small, COPIERS["warps"], COPIERS["frames"])
     return np.where(waves, COPIERS["waves"], by_warp).astype(np.uint8)
+
+
+def _sequences(blocks: int) -> str:
+    """The sequences' kernel (a key of ``SEQUENCES``) for a batch of ``blocks`` zstd blocks:
+    ``sequences``' choice, else in place from ``_WIDE_MIN_PER_SM`` blocks an SM, else rooms."""
+    if "sequences" in _forced:
+        return _forced["sequences"]
+    return "wide" if blocks >= _WIDE_MIN_PER_SM * _sms(cp.cuda.Device().id) else "rooms"
 
 
 @functools.cache

@@ -682,7 +682,8 @@ ZD int zs_huf_entries(const zblock* blocks, i64 i, const int* status) {
 // ZS_SYMBOLIC | slot << 25 | d for "slot j of the block's incoming repeat offsets, minus d").
 // Each thread first copies its block's three FSE tables into its own `room` (shared memory on the
 // device): the loop's table lookups are the links of its chain of dependent loads, and a batch's
-// tables in global memory (5 KiB a block, all blocks in flight) far outgrow the L2 cache.
+// tables in global memory (5 KiB a block, all blocks in flight) far outgrow the L2 cache. Without a
+// room (`room` null: zs_sequences_wide) the lookups read the tables where zs_tables built them.
 
 #define ZS_SEQ_ROOM (2 * ZS_FSE_ENTRIES + 256)  // LL and ML tables (accuracy log 9), OF's (log 8)
 
@@ -706,8 +707,12 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u32
                 zs_fail(status + r->chunk, ZS_CORRUPT);
                 return;
             }
-            for (int e = 0; e < (1 << log[k]); e++) room[at[k] + e] = table[e];
-            t[k] = room + at[k];
+            if (room) {
+                for (int e = 0; e < (1 << log[k]); e++) room[at[k] + e] = table[e];
+                t[k] = room + at[k];
+            } else {
+                t[k] = table;
+            }
         }
         zrev bs;
         if (!zr_init(&bs, b + r->bits_at, r->size - r->bits_at)) {
@@ -1349,6 +1354,19 @@ __global__ void zs_sequences(i64 n, const u64* src, zblock* blocks, const u32* f
     zs_sequences_item(i, ZS_SRC, blocks, fse, &lengths, seqs, status, rooms[threadIdx.x]);
 }
 
+// The same without rooms, the lookups through the caches: the rooms hold 40 threads an SM, and a batch
+// of more blocks runs them round after round. The launcher bounds the grid (zstd_blocks.SEQUENCES), each
+// thread taking block after block: all the tables in flight at once outgrow the L2 cache too.
+#define ZS_SEQ_WIDE_THREADS 64
+__global__ void __launch_bounds__(ZS_SEQ_WIDE_THREADS)
+zs_sequences_wide(i64 n, const u64* src, zblock* blocks, const u32* fse, u64* seqs, int* status) {
+    __shared__ zlengths lengths;
+    if (threadIdx.x == 0) lengths = ZS_LENGTHS;
+    __syncthreads();
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
+        zs_sequences_item(i, ZS_SRC, blocks, fse, &lengths, seqs, status, 0);
+}
+
 __global__ void zs_place(i64 n, const i64* base, const i64* counts, zblock* blocks, const i64* expected,
                          int* status) {
     ZS_ITEM;
@@ -1538,8 +1556,9 @@ int zs_host_decode(i64 n, const u8* const* src, const i64* sizes, u8* const* dst
         for (int e = 0; e < m; e++) hroom[e] = huf[(i64)blocks[b].huf * ZS_HUF_ENTRIES + e];
         for (int k = 0; k < 4; k++) zs_literals_item(4 * b + k, src, blocks, huf, lits, status, m ? hroom : 0);
     }
-    u32 room[ZS_SEQ_ROOM];
-    for (i64 i = 0; i < tb; i++) zs_sequences_item(i, src, blocks, fse, &ZS_LENGTHS, seqs, status, room);
+    u32 room[ZS_SEQ_ROOM];  // odd blocks read their tables in place, as zs_sequences_wide does
+    for (i64 i = 0; i < tb; i++)
+        zs_sequences_item(i, src, blocks, fse, &ZS_LENGTHS, seqs, status, i & 1 ? 0 : room);
     for (i64 c = 0; c < n; c++) zs_place_item(c, base, counts, blocks, expected, status);
     u8* none = (u8*)calloc(n + 1, 1);  // ZS_BY_FRAME
     if (!copier) copier = none;
