@@ -16,7 +16,7 @@ import cupy as cp
 import numpy as np
 
 from ..codecs.headers import blosc_layout, check_blosc
-from . import kernels
+from . import kernels, phases
 from .gather import copy_ranges
 
 _THREADS = 256
@@ -67,6 +67,58 @@ def decode_batch(
     (frame index, reason); ``frames`` maps each stream to its frame.
     """
     n = len(offsets)
+    with phases.record("frames", chunks=n):
+        walked = _walk(buffer, offsets, sizes, expected, out_offsets, compcode)
+    if isinstance(walked, list):
+        return walked
+    h, (src, csize, dst, dsize) = walked
+    # c-blosc: byte shuffle (for typesize > 1) wins over bit shuffle; copy-only frames are not shuffled
+    byte = ((h["flags"] & 1) > 0) & (h["typesize"] > 1)
+    shuffled = ((h["flags"] & 2) == 0) & (byte | ((h["flags"] & 4) > 0))
+    mode = np.where(shuffled, np.where(byte, 1, 2), 0)
+    target = cp.empty_like(out) if shuffled.any() else out
+    unit = np.repeat(np.arange(n), h["rows"])
+    stored = csize == dsize
+    if stored.any():
+        k = np.flatnonzero(stored)
+        copy_ranges(buffer, src[k], dst[k], dsize[k], target)
+    k = np.flatnonzero(~stored)
+    if len(k):
+        failed = decode_streams(unit[k], src[k], csize[k], target, dst[k], dsize[k])
+        if failed:
+            return failed
+    c, j = _blocks(h["nblocks"])
+    if target is not out and len(c):
+        bs = h["blocksize"][c]
+        start = np.asarray(out_offsets, dtype=np.int64)[c] + j * bs
+        bsize, ts, modes = np.minimum(bs, h["nbytes"][c] - j * bs), h["typesize"][c], mode[c]
+        _module().get_function("unshuffle")(
+            (len(c),),
+            (_THREADS,),
+            (
+                target,
+                out,
+                cp.asarray(start, dtype=np.int64),
+                cp.asarray(bsize, dtype=np.int64),
+                cp.asarray(ts, dtype=np.int32),
+                cp.asarray(modes, dtype=np.int32),
+            ),
+        )
+    return []
+
+
+def _walk(
+    buffer: cp.ndarray,
+    offsets: np.ndarray,
+    sizes: np.ndarray,
+    expected: int,
+    out_offsets: np.ndarray,
+    compcode: int,
+) -> list[tuple[int, str]] | tuple[dict[str, np.ndarray], list[np.ndarray]]:
+    """The frames' headers checked (the damaged as (index, reason), when there are any), then their
+    block tables walked: the headers' fields (``blosc_layout``) and each inner stream's source offset,
+    compressed size, destination offset and decoded size."""
+    n = len(offsets)
     heads = buffer[cp.asarray(offsets)[:, None] + cp.arange(16)].get()
     bad = [(i, why) for i in range(n) if (why := check_blosc(bytes(heads[i]), int(sizes[i]), expected))]
     odd = set(np.flatnonzero(_unusual(heads, compcode)).tolist()) - {i for i, _ in bad}
@@ -75,22 +127,13 @@ def decode_batch(
         return sorted(bad)
     h = blosc_layout(heads)
     sizes = h["ctbytes"]  # the frame's own bytes: what follows them is not blosc's (older z5py pads)
-    rows = h["rows"]
-    row0 = np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int64)
-    total = int(rows.sum())
-    table = [cp.empty(total, dtype=np.int64) for _ in range(4)]
+    row0 = np.concatenate([[0], np.cumsum(h["rows"])[:-1]]).astype(np.int64)
+    table = [cp.empty(int(h["rows"].sum()), dtype=np.int64) for _ in range(4)]
     status = cp.zeros(n, dtype=np.int32)
-    # c-blosc: byte shuffle (for typesize > 1) wins over bit shuffle; copy-only frames are not shuffled
-    byte = ((h["flags"] & 1) > 0) & (h["typesize"] > 1)
-    shuffled = ((h["flags"] & 2) == 0) & (byte | ((h["flags"] & 4) > 0))
-    mode = np.where(shuffled, np.where(byte, 1, 2), 0)
-    target = cp.empty_like(out) if shuffled.any() else out
-    mod = _module()
     # a thread a block, but one for a frame stored as is (its one row, whatever its blocks)
-    walked = np.where(h["flags"] & 2, 1, h["nblocks"])
-    c, j = _blocks(walked)
+    c, j = _blocks(np.where(h["flags"] & 2, 1, h["nblocks"]))
     if len(c):
-        mod.get_function("streams")(
+        _module().get_function("streams")(
             ((len(c) + _THREADS - 1) // _THREADS,),
             (_THREADS,),
             (
@@ -109,32 +152,4 @@ def decode_batch(
     st = status.get()
     if st.any():
         return [(int(i), "corrupt blosc block table or split headers") for i in np.flatnonzero(st)]
-    src, csize, dst, dsize = (t.get() for t in table)
-    unit = np.repeat(np.arange(n), rows)
-    stored = csize == dsize
-    if stored.any():
-        k = np.flatnonzero(stored)
-        copy_ranges(buffer, src[k], dst[k], dsize[k], target)
-    k = np.flatnonzero(~stored)
-    if len(k):
-        failed = decode_streams(unit[k], src[k], csize[k], target, dst[k], dsize[k])
-        if failed:
-            return failed
-    c, j = _blocks(h["nblocks"])
-    if target is not out and len(c):
-        bs = h["blocksize"][c]
-        start = np.asarray(out_offsets, dtype=np.int64)[c] + j * bs
-        bsize, ts, modes = np.minimum(bs, h["nbytes"][c] - j * bs), h["typesize"][c], mode[c]
-        mod.get_function("unshuffle")(
-            (len(c),),
-            (_THREADS,),
-            (
-                target,
-                out,
-                cp.asarray(start, dtype=np.int64),
-                cp.asarray(bsize, dtype=np.int64),
-                cp.asarray(ts, dtype=np.int32),
-                cp.asarray(modes, dtype=np.int32),
-            ),
-        )
-    return []
+    return h, [t.get() for t in table]

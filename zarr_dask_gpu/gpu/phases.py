@@ -13,8 +13,9 @@ global read a phase. Pure Python, so that the CPU path (``task.py``) imports it 
     reads = [s.seconds for s in spans if s.name == "read"]
 
 Spans nest: a GPU task's ``plan`` comes first, then its ``task``, which holds its ``locate``, ``read``,
-``check``, ``decode``, ``assemble`` and ``wait`` spans (blosc's inner streams have their own ``check``
-and ``decode``; a CPU task reports ``plan`` and ``assemble`` only); a ``decode-call`` runs inside the
+``check``, ``decode``, ``assemble`` and ``wait`` spans (blosc's frames a ``frames`` span, their inner
+streams their own ``check`` and ``decode``; a CPU task reports ``plan`` and ``assemble`` only); a
+``decode-call`` runs inside the
 ``decode`` of the task whose thread led it, for that task and the others it joined. Listeners are
 called on the tasks' threads, from many at once: they must be quick and thread-safe (``list.append``
 is), and an exception of one propagates into the task.
@@ -33,6 +34,8 @@ NAMES = {
     "locate": "where its chunks are stored: a stat per chunk file, or the shard indexes read",
     "read": "its chunks' bytes into the staging buffer (kvikio or host preads; remote reads)",
     "check": "the structure check of the chunks bound for nvCOMP (a kernel and a read-back)",
+    "frames": "blosc frames' headers checked and block tables walked into inner streams (kernels and "
+    "read-backs)",
     "decode": "a task's decode of one compression: its calls (joined or not) and their waits",
     "decode-call": "one decode of one or more tasks' batches joined (nvCOMP or the package's kernels)",
     "assemble": "the decoded chunks copied into the block, missing ones filled (task.py; on the GPU the "
