@@ -139,13 +139,17 @@ def test_the_rule_picks_a_copier_by_the_chunks_counts():
 
 
 def test_the_rule_picks_the_sequences_kernel_by_the_batchs_blocks():
-    """The FSE tables in rooms of shared memory for batches of few blocks an SM (A's 32 chunks: 2,048
-    blocks; two tasks' 256: 16,384), read in place from 128 an SM (A's 512 chunks: 32,768)."""
+    """The FSE tables in rooms of shared memory for batches of few blocks an SM (on an H200, A's 32
+    chunks: 2,048 blocks; two tasks' 256: 16,384), read in place from 128 an SM (A's 512: 32,768)."""
+    import cupy as cp
+
     from zarr_dask_gpu.gpu import zstd_blocks
 
-    assert zstd_blocks._sequences(2048) == "rooms"
-    assert zstd_blocks._sequences(16384) == "rooms"
-    assert zstd_blocks._sequences(32768) == "wide"
+    sms = zstd_blocks._sms(cp.cuda.Device().id)
+    assert zstd_blocks._sequences(16 * sms) == "rooms"
+    assert zstd_blocks._sequences(128 * sms - 1) == "rooms"
+    assert zstd_blocks._sequences(128 * sms) == "wide"
+    assert zstd_blocks._sequences(248 * sms) == "wide"
 
 
 @KERNELS
