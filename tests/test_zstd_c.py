@@ -165,6 +165,22 @@ def test_the_copier_past_its_deferred_list(tmp_path):
     assert (status == OK).all() and got == want
 
 
+@pytest.mark.parametrize("step", [32, 1024])
+def test_the_copiers_at_other_step_sizes(tmp_path, step):
+    """Built with steps of 32 or 1,024 sequences (the thread block's size), the frame copier and the
+    copier by waves give libzstd's bytes (``benchmarks/probe_zstd.py`` times the other sizes)."""
+    so = tmp_path / f"zs{step}.so"
+    _build(so, f"-DZS_STEP={step}")
+    built = ctypes.CDLL(str(so))
+    frames, want = [], []
+    for data in [*_kinds(300_000, seed=7).values(), _sample(8 << 20, seed=8)]:
+        frames.append(bytes(Zstd(3).encode(data)))
+        want.append(data)
+    for copier in ("frames", "waves"):
+        status, got = decode(built, frames, [len(w) for w in want], copier=copier)
+        assert (status == OK).all() and got == want, copier
+
+
 @EACH_COPIER
 def test_a_benchmark_chunk_at_the_zarr_default(lib, copier):
     """An 8 MiB chunk of dataset A: 98% of its bytes from matches, chained through hundreds of waves."""

@@ -5,6 +5,7 @@ host)."""
 
 import contextlib
 import functools
+import re
 from collections.abc import Callable, Iterator
 
 import cupy as cp
@@ -54,7 +55,9 @@ _WARP_MAX_SEQUENCES = 4096
 _WARP_MAX_BYTES = 256 << 10
 
 
-_variant: cp.RawModule | None = None  # compiled_from's module, in place of zstd.cu's
+_variant: tuple[cp.RawModule, int] | None = (
+    None  # compiled_from's module and its ZS_STEP, in place of zstd.cu's
+)
 _forced: dict[str, str] = {}  # copier's and sequences' choices, in place of the batch's rules
 _events: list[tuple[str, cp.cuda.Event, cp.cuda.Event]] | None = None  # kernel_times's
 
@@ -71,9 +74,12 @@ def _module() -> cp.RawModule:
 @contextlib.contextmanager
 def compiled_from(code: str) -> Iterator[None]:
     """Inside, the kernels come from ``code`` (a variant of ``source()``, or another branch's), compiled
-    at their first launch: benchmarks time sources side by side. Not for concurrent decodes."""
+    at their first launch, the copiers' thread blocks of its ``ZS_STEP`` (its first definition: a
+    variant may define it before the source's default): benchmarks time sources side by side. Not for
+    concurrent decodes."""
     global _variant
-    old, _variant = _variant, cp.RawModule(code=code)
+    step = re.search(r"#define ZS_STEP (\d+)", code)
+    old, _variant = _variant, (cp.RawModule(code=code), int(step.group(1)) if step else _STEP)
     try:
         yield
     finally:
@@ -127,7 +133,7 @@ def kernel_times() -> Iterator[list[tuple[str, float]]]:
 
 
 def _launch(name: str, grid: int, *args: object, threads: int = _THREADS) -> None:
-    kernel = (_variant if _variant is not None else _module()).get_function(name)
+    kernel = (_variant[0] if _variant is not None else _module()).get_function(name)
     events = _events
     if events is None:
         kernel((grid,), (threads,), args)
@@ -137,6 +143,11 @@ def _launch(name: str, grid: int, *args: object, threads: int = _THREADS) -> Non
     kernel((grid,), (threads,), args)
     end.record()
     events.append((name, start, end))
+
+
+def _step() -> int:
+    """The copiers' threads a thread block: ZS_STEP of the source the kernels come from."""
+    return _variant[1] if _variant is not None else _STEP
 
 
 def _run(name: str, items: int, *args: object, threads: int = _THREADS) -> None:  # a thread an item
@@ -220,7 +231,7 @@ def launch(
         which_d = cp.asarray(which)
         copy = (np.int64(n), base_d, counts, src_d, rec, lit, seq, dst_d, which_d, status)
         if (which == COPIERS["frames"]).any():
-            _launch("zs_copy", n, *copy, threads=_STEP)  # a thread block a frame
+            _launch("zs_copy", n, *copy, threads=_step())  # a thread block a frame
         if (which == COPIERS["warps"]).any():
             _launch("zs_copy_warps", (n + _WARPS - 1) // _WARPS, *copy, threads=32 * _WARPS)
         held += (which_d,)
@@ -293,11 +304,13 @@ def _copy_by_waves(
     left = cp.zeros(1, dtype=np.uint64)
     grid = np.int64(blocks)
     resolve = (grid, src_d, rec, lit, seq, dst_d, bits_d, remaining, left, which_d, status)
-    _launch("zs_resolve_blocks", blocks, *resolve, threads=_STEP)
+    _launch("zs_resolve_blocks", blocks, *resolve, threads=_step())
     before = None
     for _ in range(_WAVES_MAX // _WAVES_PER_LOOK):
         for _ in range(_WAVES_PER_LOOK):
-            _launch("zs_wave", blocks, grid, rec, seq, dst_d, bits_d, remaining, left, status, threads=_STEP)
+            _launch(
+                "zs_wave", blocks, grid, rec, seq, dst_d, bits_d, remaining, left, status, threads=_step()
+            )
         wait(stream)
         now = int(left.get()[0])
         if now == 0 or now == before:

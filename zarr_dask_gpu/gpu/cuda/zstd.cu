@@ -821,7 +821,9 @@ ZD void zs_place_item(i64 c, const i64* base, const i64* counts, zblock* blocks,
 // value is found through the step's table of sequences (a literal, or a byte written before the step),
 // so the step's bytes are written in any order, by any thread.
 
-#define ZS_STEP 256
+#ifndef ZS_STEP
+#define ZS_STEP 256  // a multiple of 32, at most 1024 (the tests and the probe build others)
+#endif
 #define ZS_BY_FRAME 0  // a chunk's copier: this one, by waves (below) or a warp a frame (below)
 #define ZS_BY_WAVES 1
 #define ZS_BY_WARP 2
