@@ -27,8 +27,11 @@ setup.configure()
 stream = cp.cuda.Stream(non_blocking=True)
 small = np.arange(4096, dtype=np.int64)  # 32 KiB: a task's block table is of this order
 dev = cp.asarray(small)
+target = cp.empty_like(dev)
 pinned = cupyx.empty_pinned(small.shape, small.dtype)
-view = mapped(pinned)
+view = mapped(pinned).view(small.dtype)
+# an explicit kernel: cupy's `a[...] = b` of like contiguous arrays is a cudaMemcpyAsync (a DMA copy)
+bus_copy = cp.ElementwiseKernel("T x", "T y", "y = x", "probe_bus_copy")
 
 
 def dma_read() -> None:
@@ -43,14 +46,15 @@ def dma_upload() -> None:
 
 def kernel_read() -> None:
     with stream:
-        view[...] = dev  # an elementwise kernel writing host memory over the bus
+        bus_copy(dev, view)  # a kernel writing host memory over the bus
     stream.synchronize()
 
 
 def kernel_upload() -> None:
     pinned[...] = small
     with stream:
-        (view + 0).sum()  # a kernel reading host memory over the bus
+        bus_copy(view, target)  # a kernel reading host memory over the bus
+        target.sum()
     stream.synchronize()
 
 
