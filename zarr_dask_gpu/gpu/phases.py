@@ -15,10 +15,9 @@ global read a phase. Pure Python, so that the CPU path (``task.py``) imports it 
 Spans nest: a GPU task's ``plan`` comes first, then its ``task``, which holds its ``locate``, ``read``,
 ``check``, ``decode``, ``assemble`` and ``wait`` spans (blosc's frames a ``frames`` span, their inner
 streams their own ``check`` and ``decode``; a CPU task reports ``plan`` and ``assemble`` only); a
-``decode-call`` runs inside the
-``decode`` of the task whose thread led it, for that task and the others it joined. Listeners are
-called on the tasks' threads, from many at once: they must be quick and thread-safe (``list.append``
-is), and an exception of one propagates into the task.
+``decode-call`` runs inside the ``decode`` of the task whose thread led it, for that task and the
+others it joined. Listeners are called on the tasks' threads, from many at once: they must be quick
+and thread-safe (``list.append`` is), and an exception of one propagates into the task.
 """
 
 import contextlib

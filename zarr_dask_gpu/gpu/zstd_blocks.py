@@ -55,9 +55,8 @@ _WARP_MAX_SEQUENCES = 4096
 _WARP_MAX_BYTES = 256 << 10
 
 
-_variant: tuple[cp.RawModule, int] | None = (
-    None  # compiled_from's module and its ZS_STEP, in place of zstd.cu's
-)
+# compiled_from's module and its ZS_STEP, in place of zstd.cu's
+_variant: tuple[cp.RawModule, int] | None = None
 _forced: dict[str, str] = {}  # copier's and sequences' choices, in place of the batch's rules
 _events: list[tuple[str, cp.cuda.Event, cp.cuda.Event]] | None = None  # kernel_times's
 
