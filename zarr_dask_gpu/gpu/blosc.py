@@ -17,7 +17,7 @@ import numpy as np
 
 from ..codecs.headers import blosc_layout, check_blosc
 from . import kernels, phases
-from .gather import copy_ranges
+from .gather import copy_ranges, upload
 
 _THREADS = 256
 
@@ -91,18 +91,11 @@ def decode_batch(
     if target is not out and len(c):
         bs = h["blocksize"][c]
         start = np.asarray(out_offsets, dtype=np.int64)[c] + j * bs
-        bsize, ts, modes = np.minimum(bs, h["nbytes"][c] - j * bs), h["typesize"][c], mode[c]
+        bsize = np.minimum(bs, h["nbytes"][c] - j * bs)
+        at, kinds = upload([start, bsize], np.int64), upload([h["typesize"][c], mode[c]], np.int32)
+        m = len(c)
         _module().get_function("unshuffle")(
-            (len(c),),
-            (_THREADS,),
-            (
-                target,
-                out,
-                cp.asarray(start, dtype=np.int64),
-                cp.asarray(bsize, dtype=np.int64),
-                cp.asarray(ts, dtype=np.int32),
-                cp.asarray(modes, dtype=np.int32),
-            ),
+            (m,), (_THREADS,), (target, out, at[:m], at[m:], kinds[:m], kinds[m:])
         )
     return []
 
@@ -117,9 +110,11 @@ def _walk(
 ) -> list[tuple[int, str]] | tuple[dict[str, np.ndarray], list[np.ndarray]]:
     """The frames' headers checked (the damaged as (index, reason), when there are any), then their
     block tables walked: the headers' fields (``blosc_layout``) and each inner stream's source offset,
-    compressed size, destination offset and decoded size."""
+    compressed size, destination offset and decoded size. The walk's inputs go to the device in one
+    copy, and its table and statuses come back in one (each read-back waits for the task's stream)."""
     n = len(offsets)
-    heads = buffer[cp.asarray(offsets)[:, None] + cp.arange(16)].get()
+    offsets_d = cp.asarray(np.asarray(offsets, dtype=np.int64))
+    heads = buffer[offsets_d[:, None] + cp.arange(16)].get()
     bad = [(i, why) for i in range(n) if (why := check_blosc(bytes(heads[i]), int(sizes[i]), expected))]
     odd = set(np.flatnonzero(_unusual(heads, compcode)).tolist()) - {i for i, _ in bad}
     bad += [(i, "a blosc header these kernels do not take") for i in sorted(odd)]
@@ -128,28 +123,23 @@ def _walk(
     h = blosc_layout(heads)
     sizes = h["ctbytes"]  # the frame's own bytes: what follows them is not blosc's (older z5py pads)
     row0 = np.concatenate([[0], np.cumsum(h["rows"])[:-1]]).astype(np.int64)
-    table = [cp.empty(int(h["rows"].sum()), dtype=np.int64) for _ in range(4)]
-    status = cp.zeros(n, dtype=np.int32)
+    total = int(h["rows"].sum())
     # a thread a block, but one for a frame stored as is (its one row, whatever its blocks)
     c, j = _blocks(np.where(h["flags"] & 2, 1, h["nblocks"]))
+    ins = upload([sizes, row0, out_offsets, c, j], np.int64)
+    sizes_d, row0_d, out0_d = (ins[k * n : (k + 1) * n] for k in range(3))
+    c_d, j_d = ins[3 * n : 3 * n + len(c)], ins[3 * n + len(c) :]
+    outs = cp.zeros(4 * total + n, dtype=np.int64)  # the table's four columns, then a word a status
+    table = [outs[k * total : (k + 1) * total] for k in range(4)]
+    status = outs[4 * total :].view(np.int32)  # the kernel's statuses: its first n
     if len(c):
         _module().get_function("streams")(
             ((len(c) + _THREADS - 1) // _THREADS,),
             (_THREADS,),
-            (
-                buffer,
-                cp.asarray(offsets),
-                cp.asarray(sizes),
-                cp.asarray(row0),
-                cp.asarray(out_offsets),
-                *table,
-                cp.asarray(c),
-                cp.asarray(j),
-                status,
-                np.int64(len(c)),
-            ),
+            (buffer, offsets_d, sizes_d, row0_d, out0_d, *table, c_d, j_d, status, np.int64(len(c))),
         )
-    st = status.get()
+    got = outs.get()
+    st = got[4 * total :].view(np.int32)[:n]
     if st.any():
         return [(int(i), "corrupt blosc block table or split headers") for i in np.flatnonzero(st)]
-    return h, [t.get() for t in table]
+    return h, [got[k * total : (k + 1) * total] for k in range(4)]

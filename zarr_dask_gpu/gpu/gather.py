@@ -1,4 +1,5 @@
-"""Byte ranges of one device buffer copied into another, all in one kernel launch."""
+"""Byte ranges of one device buffer copied into another, all in one kernel launch; host columns
+uploaded in one copy."""
 
 import cupy as cp
 import numpy as np
@@ -19,11 +20,16 @@ def copy_ranges(
     stream: one launch, where a slice assignment per range cost a launch and Python work each
     (thousands per task for blosc's inner streams)."""
     if len(src):
-        _kernel()(
-            (len(src),),
-            (_THREADS,),
-            (buffer, *(cp.asarray(a, dtype=np.int64) for a in (src, dst, sizes)), out),
-        )
+        n = len(src)
+        cols = upload([src, dst, sizes], np.int64)
+        _kernel()((n,), (_THREADS,), (buffer, cols[:n], cols[n : 2 * n], cols[2 * n :], out))
+
+
+def upload(columns: list[np.ndarray], dtype: type) -> cp.ndarray:
+    """``columns`` end to end in one device array of ``dtype``, in one copy (cupy stages each through
+    pinned memory, a CUDA call and an event); each column converted on its own (int64 beside uint64
+    would concatenate through float64)."""
+    return cp.asarray(np.concatenate([np.asarray(a, dtype=dtype) for a in columns]))
 
 
 def aligned(
