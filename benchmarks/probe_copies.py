@@ -2,7 +2,7 @@
 read-back and of a small upload (each followed by a kernel that uses it), on a stream of their own,
 alone and while another thread copies 256 MiB from pinned host memory to the device back to back on
 its own stream (as kvikio's compat-mode reads do), by DMA (cupy's ``get`` and ``asarray``) and by
-kernels through mapped pinned memory (``reader.mapped``: no copy engine). Run on the GPU host:
+kernels through mapped pinned memory (``transfer.mapped``: no copy engine). Run on the GPU host:
     python3 benchmarks/probe_copies.py [--rounds 200]
 """
 
@@ -16,7 +16,7 @@ import cupyx
 import numpy as np
 
 from zarr_dask_gpu.gpu import setup
-from zarr_dask_gpu.gpu.reader import mapped
+from zarr_dask_gpu.gpu.transfer import mapped
 
 p = argparse.ArgumentParser()
 p.add_argument("--rounds", type=int, default=200)

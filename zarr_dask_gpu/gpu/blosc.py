@@ -16,7 +16,7 @@ import cupy as cp
 import numpy as np
 
 from ..codecs.headers import blosc_layout, check_blosc
-from . import kernels, phases
+from . import kernels, phases, transfer
 from .gather import copy_ranges, upload
 
 _THREADS = 256
@@ -110,11 +110,12 @@ def _walk(
 ) -> list[tuple[int, str]] | tuple[dict[str, np.ndarray], list[np.ndarray]]:
     """The frames' headers checked (the damaged as (index, reason), when there are any), then their
     block tables walked: the headers' fields (``blosc_layout``) and each inner stream's source offset,
-    compressed size, destination offset and decoded size. The walk's inputs go to the device in one
-    copy, and its table and statuses come back in one (each read-back waits for the task's stream)."""
+    compressed size, destination offset and decoded size. Its inputs go to the device in one copy and
+    its table and statuses come back in one, each by a kernel over the bus (``transfer``)."""
     n = len(offsets)
-    offsets_d = cp.asarray(np.asarray(offsets, dtype=np.int64))
-    heads = buffer[offsets_d[:, None] + cp.arange(16)].get()
+    stream = cp.cuda.get_current_stream()
+    offsets_d, pinned = transfer.upload([offsets], np.int64)  # kept until the stream has passed it
+    heads = transfer.read(buffer[offsets_d[:, None] + cp.arange(16)], stream)
     bad = [(i, why) for i in range(n) if (why := check_blosc(bytes(heads[i]), int(sizes[i]), expected))]
     odd = set(np.flatnonzero(_unusual(heads, compcode)).tolist()) - {i for i, _ in bad}
     bad += [(i, "a blosc header these kernels do not take") for i in sorted(odd)]
@@ -126,7 +127,7 @@ def _walk(
     total = int(h["rows"].sum())
     # a thread a block, but one for a frame stored as is (its one row, whatever its blocks)
     c, j = _blocks(np.where(h["flags"] & 2, 1, h["nblocks"]))
-    ins = upload([sizes, row0, out_offsets, c, j], np.int64)
+    ins, pinned = transfer.upload([sizes, row0, out_offsets, c, j], np.int64)
     sizes_d, row0_d, out0_d = (ins[k * n : (k + 1) * n] for k in range(3))
     c_d, j_d = ins[3 * n : 3 * n + len(c)], ins[3 * n + len(c) :]
     outs = cp.zeros(4 * total + n, dtype=np.int64)  # the table's four columns, then a word a status
@@ -138,7 +139,8 @@ def _walk(
             (_THREADS,),
             (buffer, offsets_d, sizes_d, row0_d, out0_d, *table, c_d, j_d, status, np.int64(len(c))),
         )
-    got = outs.get()
+    got = transfer.read(outs, stream)
+    del pinned  # the stream has passed the uploads
     st = got[4 * total :].view(np.int32)[:n]
     if st.any():
         return [(int(i), "corrupt blosc block table or split headers") for i in np.flatnonzero(st)]

@@ -17,6 +17,7 @@ from ..io import Staged, layout, pread_all
 from ..retry import retrying
 from ..storage import Range, Read
 from .sync import wait
+from .transfer import mapped
 
 # files open at once per task: bounds descriptors when many tasks run in one process
 _WINDOW = 64
@@ -57,15 +58,6 @@ class KvikioReader:
                 files.append(kvikio.CuFile(rd.path, "r"))
                 futures.append(files[-1].pread(buf[starts[k] : starts[k] + rd.size], rd.size, rd.offset))
             collect(futures, [reads[k] for k in window])
-
-
-def mapped(host: np.ndarray) -> cp.ndarray:
-    """A cupy array over pinned host memory: with unified addressing a pinned allocation's address is
-    valid on the device, so kernels read it over the bus, and no device copy is made. The array holds
-    ``host``; the caller keeps it until the kernels reading it are done (cupy's pinned pool is not
-    stream-ordered)."""
-    mem = cp.cuda.UnownedMemory(host.ctypes.data, host.nbytes, host, cp.cuda.Device().id)
-    return cp.ndarray((host.nbytes,), np.uint8, cp.cuda.MemoryPointer(mem, 0))
 
 
 def _to_device(host: np.ndarray) -> cp.ndarray:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 import cupy as cp
 import numpy as np
 
-from . import host_decode, kernels
+from . import host_decode, kernels, transfer
 from .sync import wait
 
 _RECORD = 176  # sizeof(zblock)
@@ -158,16 +158,20 @@ class Decode:
     statuses are read once the stream has run."""
 
     def __init__(
-        self, status: cp.ndarray, fallback: Callable[[np.ndarray], list[tuple[int, str]]], held: tuple
+        self,
+        status: cp.ndarray,
+        fallback: Callable[[np.ndarray], list[tuple[int, str]]],
+        held: tuple,
+        stream: cp.cuda.Stream,
     ) -> None:
-        self.status, self.fallback, self.held = status, fallback, held
+        self.status, self.fallback, self.held, self.stream = status, fallback, held, stream
 
     def failures(self) -> list[tuple[int, str]]:
         """The chunks not decoded, as (index, reason), once the stream has passed the decode. The
         kernels take only well-formed frames; the chunks they refuse or do not take are decoded by
         ``fallback`` (libzstd on the host), whose verdict is final: those it decodes are no failures,
         the others carry both reasons."""
-        status = self.status.get()
+        status = transfer.read(self.status, self.stream)
         self.held = ()
         refused = np.flatnonzero(status)
         if not len(refused):
@@ -198,16 +202,14 @@ def launch(
     frame.
     """
     n = len(src)
-    cols = cp.asarray(
-        np.concatenate([np.asarray(c, dtype=np.uint64) for c in (src, src_sizes, dst, dst_sizes)])
-    )
+    cols, pinned = transfer.upload([src, src_sizes, dst, dst_sizes], np.uint64)
     src_d, dst_d = cols[:n], cols[2 * n : 3 * n]
     sizes_d, expected_d = cols[n : 2 * n].view(np.int64), cols[3 * n :].view(np.int64)
     status = cp.zeros(n, dtype=np.int32)
     counts = cp.zeros(3 * n, dtype=np.int64)
     _run("zs_count", n, src_d, sizes_d, expected_d, counts, status)
-    wait(stream)
-    per_frame = counts.get().reshape(n, 3)
+    per_frame = transfer.read(counts, stream).reshape(n, 3)
+    del pinned  # the stream has passed the upload
     base = np.zeros((n, 3), dtype=np.int64)
     base[1:] = np.cumsum(per_frame, axis=0)[:-1]
     blocks, lits, seqs = (int(v) for v in per_frame.sum(axis=0))
@@ -216,7 +218,7 @@ def launch(
         at = np.cumsum([0, blocks * _RECORD, blocks * _HUF, blocks * _FSE, seqs * 8, lits])
         scratch = cp.empty(int(at[-1]), dtype=np.uint8)
         rec, huf, fse, seq, lit = (scratch[at[k] : at[k + 1]] for k in range(5))
-        base_d = cp.asarray(base.ravel())
+        base_d, base_h = transfer.upload([base.ravel()], np.int64)
         _run("zs_fill", n, src_d, sizes_d, expected_d, counts, base_d, rec, status)
         _run("zs_tables", blocks, src_d, rec, huf, fse, status)
         _run("zs_literals", 4 * blocks, src_d, rec, huf, lit, status, threads=_LIT_THREADS)
@@ -227,13 +229,13 @@ def launch(
         _launch(kernel, grid, np.int64(blocks), src_d, rec, fse, seq, status, threads=threads)
         _run("zs_place", n, base_d, counts, rec, expected_d, status)
         which = _copiers(per_frame, np.asarray(dst_sizes, dtype=np.int64))
-        which_d = cp.asarray(which)
+        which_d, which_h = transfer.upload([which], np.uint8)
         copy = (np.int64(n), base_d, counts, src_d, rec, lit, seq, dst_d, which_d, status)
         if (which == COPIERS["frames"]).any():
             _launch("zs_copy", n, *copy, threads=_step())  # a thread block a frame
         if (which == COPIERS["warps"]).any():
             _launch("zs_copy_warps", (n + _WARPS - 1) // _WARPS, *copy, threads=32 * _WARPS)
-        held += (which_d,)
+        held += (which_d, base_h, which_h)
         if (which == COPIERS["waves"]).any():
             held += _copy_by_waves(
                 n, blocks, base_d, counts, src_d, rec, lit, seq, dst_d, dst_sizes, which_d, status, stream
@@ -242,7 +244,7 @@ def launch(
             grid = (4 * blocks + _XXH_THREADS - 1) // _XXH_THREADS
             _launch("zs_checksum", grid, np.int64(blocks), rec, dst_d, status, threads=_XXH_THREADS)
         held += (scratch, base_d)
-    return Decode(status, fallback, held)
+    return Decode(status, fallback, held, stream)
 
 
 def _copiers(per_frame: np.ndarray, decoded: np.ndarray) -> np.ndarray:
