@@ -17,7 +17,7 @@ import numpy as np
 
 from ..codecs.headers import blosc_layout, check_blosc
 from . import kernels, phases, transfer
-from .gather import copy_ranges, upload
+from .gather import copy_ranges, to_device
 
 _THREADS = 256
 
@@ -92,7 +92,7 @@ def decode_batch(
         bs = h["blocksize"][c]
         start = np.asarray(out_offsets, dtype=np.int64)[c] + j * bs
         bsize = np.minimum(bs, h["nbytes"][c] - j * bs)
-        at, kinds = upload([start, bsize], np.int64), upload([h["typesize"][c], mode[c]], np.int32)
+        at, kinds = to_device([start, bsize], np.int64), to_device([h["typesize"][c], mode[c]], np.int32)
         m = len(c)
         _module().get_function("unshuffle")(
             (m,), (_THREADS,), (target, out, at[:m], at[m:], kinds[:m], kinds[m:])

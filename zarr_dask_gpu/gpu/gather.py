@@ -21,14 +21,15 @@ def copy_ranges(
     (thousands per task for blosc's inner streams)."""
     if len(src):
         n = len(src)
-        cols = upload([src, dst, sizes], np.int64)
+        cols = to_device([src, dst, sizes], np.int64)
         _kernel()((n,), (_THREADS,), (buffer, cols[:n], cols[n : 2 * n], cols[2 * n :], out))
 
 
-def upload(columns: list[np.ndarray], dtype: type) -> cp.ndarray:
-    """``columns`` end to end in one device array of ``dtype``, in one copy (cupy stages each through
-    pinned memory, a CUDA call and an event); each column converted on its own (int64 beside uint64
-    would concatenate through float64)."""
+def to_device(columns: list[np.ndarray], dtype: type) -> cp.ndarray:
+    """``columns`` end to end in one device array of ``dtype``, in one DMA copy on the current stream
+    that the host does not wait for (cupy stages it through pinned memory); each column converted on
+    its own (int64 beside uint64 would concatenate through float64). ``transfer.upload`` copies by a
+    kernel instead, for uploads the host waits on."""
     return cp.asarray(np.concatenate([np.asarray(a, dtype=dtype) for a in columns]))
 
 
