@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import config
 from ..codecs import compressions
-from . import host_decode, zstd_blocks
+from . import host_decode, transfer, zstd_blocks
 from .sync import wait
 
 _STATUS = {  # nvcompStatus_t (nvcomp/shared_types.h)
@@ -63,11 +63,11 @@ class Decode:
     """One launched batch: what nvCOMP reports into (decoded sizes, then statuses) and the device memory
     it uses, held until the report is read once the stream has run."""
 
-    def __init__(self, n: int, expected: np.ndarray) -> None:
-        self.expected = expected
+    def __init__(self, n: int, expected: np.ndarray, stream: cp.cuda.Stream) -> None:
+        self.expected, self.stream = expected, stream
         self.report = cp.zeros(n * 12, dtype=np.uint8)  # n size_t, then n nvcompStatus_t (int)
         self.failed_to_start: list[tuple[int, str]] = []
-        self.held: tuple[cp.ndarray, ...] = ()
+        self.held: tuple[cp.ndarray | np.ndarray, ...] = ()
 
     def failures(self) -> list[tuple[int, str]]:
         """The chunks nvCOMP did not decode to their expected size, as (index, reason); call once the
@@ -75,7 +75,7 @@ class Decode:
         if self.failed_to_start:
             return self.failed_to_start
         n = len(self.expected)
-        report = self.report.get()
+        report = transfer.read(self.report, self.stream)
         self.held = ()
         got, status = report[: 8 * n].view(np.uint64), report[8 * n :].view(np.int32)
         bad = [
@@ -145,10 +145,9 @@ def nvcomp(
     """
     n = len(src)
     dst_sizes = np.asarray(dst_sizes, dtype=np.uint64)
-    done = Decode(n, dst_sizes)
+    done = Decode(n, dst_sizes, stream)
     query, run = _api(compression)
-    columns = (src, src_sizes, dst, dst_sizes)  # as uint64: int64 beside uint64 would go through float64
-    tables = cp.asarray(np.concatenate([np.asarray(c, dtype=np.uint64) for c in columns]))  # one copy
+    tables, pinned = transfer.upload((src, src_sizes, dst, dst_sizes), np.uint64)  # one copy
     ptr = tables.data.ptr
     src_p, src_n, dst_p, dst_n = (ptr + k * n * 8 for k in range(4))
     got, statuses = done.report.data.ptr, done.report.data.ptr + n * 8
@@ -156,7 +155,7 @@ def nvcomp(
     most, total = int(dst_sizes.max()), int(dst_sizes.sum())
     s = query(src_p, src_n, n, most, ctypes.byref(scratch), total, _Opts(), statuses, stream.ptr)
     if s != 0:  # headers nvCOMP cannot parse (their statuses say which); no decode is launched
-        parsed = done.report[8 * n :].view(np.int32).get()
+        parsed = transfer.read(done.report[8 * n :].view(np.int32), stream)
         which = np.flatnonzero(parsed) if parsed.any() else range(n)
         done.failed_to_start = [(int(i), f"nvCOMP cannot parse it (status {s})") for i in which]
         return done
@@ -164,7 +163,7 @@ def nvcomp(
     s = run(src_p, src_n, dst_n, got, n, temp.data.ptr, temp.nbytes, dst_p, _Opts(), statuses, stream.ptr)
     if s != 0:
         done.failed_to_start = [(i, f"nvCOMP did not start the decode (status {s})") for i in range(n)]
-    done.held = (tables, temp)
+    done.held = (tables, pinned, temp)
     return done
 
 

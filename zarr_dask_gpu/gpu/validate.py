@@ -12,7 +12,7 @@ import cupy as cp
 import numpy as np
 
 from ..codecs import compressions
-from . import kernels
+from . import kernels, transfer
 
 REASONS = {
     1: "truncated or empty",
@@ -43,8 +43,8 @@ def check_batch(
     assert kind is not None, f"{compression} has no device walk"
     n = len(offsets)
     expected_all = np.broadcast_to(np.asarray(expected, dtype=np.int64), (n,))
-    status = cp.empty(n, dtype=np.int32)
-    claimed = cp.empty(n, dtype=np.int64)
+    ins, pinned = transfer.upload([offsets, sizes, expected_all], np.int64)  # one copy in, one out
+    outs = cp.empty(2 * n, dtype=np.int64)  # each chunk's claimed size, then a word its status
     lz4 = compression.startswith("lz4")  # a warp per stream: see lz4_block_warp in cuda/validate.cu
     threads, items = (_LZ4_THREADS, 32 * n) if lz4 else (128, n)
     _kernel("validate_lz4" if lz4 else "validate")(
@@ -52,16 +52,18 @@ def check_batch(
         (threads,),
         (
             buffer,
-            cp.asarray(offsets, dtype=np.int64),
-            cp.asarray(sizes, dtype=np.int64),
+            ins[:n],
+            ins[n : 2 * n],
             np.int32(kind),
-            cp.asarray(expected_all),
-            status,
-            claimed,
+            ins[2 * n :],
+            outs[n:].view(np.int32),
+            outs[:n],
             np.int32(n),
         ),
     )
-    status_h, claimed_h = status.get(), claimed.get()
+    got = transfer.read(outs, cp.cuda.get_current_stream())
+    del pinned  # the stream has passed the upload
+    claimed_h, status_h = got[:n], got[n:].view(np.int32)[:n]
     return [
         (
             int(i),
@@ -82,10 +84,9 @@ def _crc_kernel() -> cp.RawKernel:
 def crc32c_mismatches(buffer: cp.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """Indices of the chunks whose last 4 bytes are not the crc32c of the rest (one CUDA block each)."""
     n = len(offsets)
+    ins, pinned = transfer.upload([offsets, sizes], np.int64)
     mismatch = cp.zeros(n, dtype=np.int32)
-    _crc_kernel()(
-        (n,),
-        (256,),
-        (buffer, cp.asarray(offsets, dtype=np.int64), cp.asarray(sizes, dtype=np.int64), mismatch),
-    )
-    return np.flatnonzero(mismatch.get())
+    _crc_kernel()((n,), (256,), (buffer, ins[:n], ins[n:], mismatch))
+    found = np.flatnonzero(transfer.read(mismatch, cp.cuda.get_current_stream()))
+    del pinned  # the stream has passed the upload
+    return found

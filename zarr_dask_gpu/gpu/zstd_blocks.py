@@ -12,7 +12,6 @@ import cupy as cp
 import numpy as np
 
 from . import host_decode, kernels, transfer
-from .sync import wait
 
 _RECORD = 176  # sizeof(zblock)
 _HUF, _FSE = 2048 * 2, 3 * 512 * 4  # bytes of a block's Huffman table and its three FSE tables
@@ -312,8 +311,7 @@ def _copy_by_waves(
             _launch(
                 "zs_wave", blocks, grid, rec, seq, dst_d, bits_d, remaining, left, status, threads=_step()
             )
-        wait(stream)
-        now = int(left.get()[0])
+        now = int(transfer.read(left, stream)[0])
         if now == 0 or now == before:
             break
         before = now
