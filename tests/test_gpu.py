@@ -49,6 +49,27 @@ def test_kernel_agrees_with_host_checks(compression):
         assert set(bad) == {1, 2, 3, 4, 5}  # every damaged frame is stopped before nvCOMP
 
 
+def test_transfers_by_kernels_over_the_bus_round_trip():
+    """``transfer.upload`` and ``transfer.read`` (kernels through mapped pinned memory) give back what
+    went in, columns of mixed dtypes converted each on its own, empty ones included, on the stream
+    they are given."""
+    import cupy as cp
+
+    from zarr_dask_gpu.gpu import transfer
+
+    stream = cp.cuda.Stream(non_blocking=True)
+    big = np.array([2**63 + 5, 7], np.uint64)
+    with stream:
+        up, pinned = transfer.upload([np.arange(5, dtype=np.int64), big, np.zeros(0, np.int32)], np.uint64)
+        back = transfer.read(up, stream)
+        del pinned
+        assert back.tolist() == [0, 1, 2, 3, 4, 2**63 + 5, 7]
+        grid = cp.arange(24, dtype=np.int32).reshape(2, 3, 4)
+        assert np.array_equal(transfer.read(grid, stream), np.arange(24, dtype=np.int32).reshape(2, 3, 4))
+        empty, _ = transfer.upload([np.zeros(0, np.int64)], np.int64)
+        assert empty.size == 0 and transfer.read(empty, stream).size == 0
+
+
 def test_the_warps_lz4_walk_agrees_with_one_threads():
     """``validate_lz4`` (a warp per stream: lanes parse candidate sequences, shuffles chain them)
     gives every fuzzed stream the status of one thread walking it sequence by sequence."""
