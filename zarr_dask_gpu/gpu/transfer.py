@@ -1,6 +1,6 @@
 """Small host-device transfers done by kernels through mapped pinned memory, not by the copy engines.
 
-A task's small copies (a batch's chunk tables, blosc block tables, kernel statuses) would otherwise
+A task's small copies (a batch's chunk tables, blosc block tables, kernel statuses) may otherwise
 wait in the copy engines' queues behind the other tasks' reads, which kvikio's compat mode copies
 from its bounce buffers to the device back to back (``benchmarks/probe_copies.py`` times both).
 """
