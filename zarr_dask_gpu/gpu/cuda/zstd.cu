@@ -830,6 +830,11 @@ ZD void zs_place_item(i64 c, const i64* base, const i64* counts, zblock* blocks,
 #ifndef ZS_DEFER
 #define ZS_DEFER 2048  // room for a step's bytes whose source lies inside it (the tests build smaller)
 #endif
+// Bytes [at, at + n) of a chunk, thread t of `threads`: a raw run from `from`, or (rle) its first byte
+ZD void zs_put_run(u8* chunk, i64 at, const u8* from, i64 n, int rle, int t, int threads) {
+    for (i64 x = t; x < n; x += threads) chunk[at + x] = rle ? from[0] : from[x];
+}
+
 typedef struct {
     int ostart[ZS_STEP + 1];  // a sequence's output offset in the step; ostart[n]: the step's length
     int mstart[ZS_STEP];      // its match's offset in the step
@@ -950,7 +955,7 @@ __device__ void zs_copy_frame(i64 c, const i64* base, const i64* counts, const u
         const u8* in = src[c] + r->src;
         u8* out = frame + r->out;
         if (r->type != 2) {
-            for (int k = t; k < r->size; k += ZS_STEP) out[k] = r->type == 0 ? in[k] : in[0];
+            zs_put_run(frame, r->out, in, r->size, r->type == 1, t, ZS_STEP);
             __syncthreads();
             continue;
         }
@@ -991,7 +996,7 @@ __device__ void zs_copy_frame(i64 c, const i64* base, const i64* counts, const u
             opos += len;
             lpos += lits_in;
         }
-        for (int k = t; k < r->lit_size - lpos; k += ZS_STEP) out[opos + k] = lit[lpos + k];
+        zs_put_run(out, opos, lit + lpos, r->lit_size - lpos, 0, t, ZS_STEP);
         __syncthreads();
     }
 }
@@ -1027,7 +1032,7 @@ __device__ void zs_copy_warp_frame(i64 c, const i64* base, const i64* counts, co
         const u8* in = src[c] + r->src;
         u8* out = frame + r->out;
         if (r->type != 2) {
-            for (int k = lane; k < r->size; k += 32) out[k] = r->type == 0 ? in[k] : in[0];
+            zs_put_run(frame, r->out, in, r->size, r->type == 1, lane, 32);
             __syncwarp();
             continue;
         }
@@ -1062,7 +1067,7 @@ __device__ void zs_copy_warp_frame(i64 c, const i64* base, const i64* counts, co
             opos += len;
             lpos += lits_in;
         }
-        for (int k = lane; k < r->lit_size - lpos; k += 32) out[opos + k] = lit[lpos + k];
+        zs_put_run(out, opos, lit + lpos, r->lit_size - lpos, 0, lane, 32);
         __syncwarp();
     }
 }
@@ -1264,10 +1269,6 @@ ZD void zs_finish_chunk(i64 c, const i64* base, const i64* counts, const zblock*
 
 // Bytes of a block that need no match (a raw or RLE block, a literal run), thread t's share of them;
 // the caller marks them once every share is written.
-ZD void zs_put_run(u8* chunk, i64 at, const u8* from, i64 n, int rle, int t, int threads) {
-    for (i64 x = t; x < n; x += threads) chunk[at + x] = rle ? from[0] : from[x];
-}
-
 #ifndef __CUDACC__
 // The host's resolve of block b: the GPU's step, one sequence after another.
 static void zs_resolve_host(i64 b, const u8* const* src, const zblock* blocks, const u8* lits, u64* seqs,
