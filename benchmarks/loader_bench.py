@@ -21,6 +21,11 @@ Rows, each fully shuffled, warm page cache, batches landing on the GPU:
   after each worker's first two (the workers started and their queues full: the batches in flight
   when the clock starts favour the baseline), and again with the model step.
 - xbatcher's ``BatchGenerator`` when it is installed.
+- ``--timeline``: one epoch of ``ZarrSamples`` at ``--variant-prefetch`` with its tasks' phases
+  (``benchmarks/timeline.py``'s report: the phases' means, the decode calls, each thread's phases
+  around the middle batches) and the gaps between batches handed out; then the same epoch's reads
+  alone (each batch's new windows read on as many threads, nothing stacked, no order kept), the rate
+  the tasks give without the loader around them; only these rows when given.
 - ``--variants "read-slots=0;coalesce-wait=None"``: ``ZarrSamples`` alone at ``--variant-prefetch``
   with each of the package's settings given (and with none), the seconds of each task phase summed
   (``zarr_dask_gpu.gpu.phases``); only these rows when given.
@@ -277,8 +282,6 @@ def baseline(args: argparse.Namespace, kind: str, workers: int, step: Any) -> di
 
 def variants(args: argparse.Namespace, kind: str) -> dict[str, Any]:
     """``ZarrSamples`` alone under each of ``--variants``' settings, with its phases summed."""
-    from collections import defaultdict
-
     from zarr_dask_gpu.bench.timing import parse_settings, settings
     from zarr_dask_gpu.gpu import phases
 
@@ -291,9 +294,7 @@ def variants(args: argparse.Namespace, kind: str) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 n = drain(iter(ds), None, None)
                 dt = time.perf_counter() - t0
-        summed: dict[str, float] = defaultdict(float)
-        for sp in spans:
-            summed[sp.name] += sp.seconds
+        summed = _summed(spans)
         out[variant or "defaults"] = {"samples_per_s": n / dt, "phase_seconds": dict(summed)}
         print(
             f"ZarrSamples {kind:8s} prefetch={args.variant_prefetch} {variant or 'defaults':40s} "
@@ -302,6 +303,63 @@ def variants(args: argparse.Namespace, kind: str) -> dict[str, Any]:
             flush=True,
         )
     return out
+
+
+def timeline(args: argparse.Namespace, kind: str) -> dict[str, Any]:
+    """``--timeline``'s epoch and its reads alone, reported; their rates and phase sums."""
+    from timeline import report  # benchmarks/timeline.py, beside this script
+
+    from zarr_dask_gpu.bench.timing import sync_device
+    from zarr_dask_gpu.gpu import phases
+
+    prefetch = args.variant_prefetch
+    ds = zarr_samples(args, kind, prefetch)
+    drain(iter(ds), None, None)  # epoch 0: its threads' streams and pools made
+    ds.set_epoch(1)
+    handed: list[float] = []
+    with phases.collect() as spans:
+        t0 = time.perf_counter()
+        for b in ds:
+            torch.stack(list(b.values()), dim=1)  # as drain stacks a batch
+            handed.append(time.perf_counter() - t0)
+        torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+    nbytes = len(handed) * batch_size(args, kind) * sample_bytes(args, kind)
+    report(f"ZarrSamples {kind}, prefetch={prefetch}", None, spans, t0, dt, nbytes, [], per_task=False)
+    gaps = np.diff([0.0, *handed]) * 1e3
+    print(
+        f"    batches handed out: first at {gaps[0]:.0f} ms, then every {np.median(gaps[1:]):.1f} ms "
+        f"(median; p90 {np.percentile(gaps[1:], 90):.1f}, max {gaps[1:].max():.1f})"
+    )
+    mid = len(handed) // 2
+    lo, hi = t0 + handed[max(mid - 3, 0)], t0 + handed[min(mid + 3, len(handed) - 1)]
+    middle = [s for s in spans if lo <= s.start < hi]
+    report("  the middle six batches' spans", None, middle, lo, hi - lo, 0, [], per_task=True)
+    out = {"samples_per_s": len(handed) * batch_size(args, kind) / dt, "phase_seconds": _summed(spans)}
+
+    loader = ds.loader
+    plan = loader.plan(1)
+    read = sum(loader.window_bytes(*plan.bounds[g]) for parts in plan.epoch.parts for g, _ in parts)
+
+    def batch_reads(j: int) -> None:
+        loader.read_windows(plan, plan.epoch.parts[j])  # dropped: the next reuses the memory
+
+    with ThreadPoolExecutor(prefetch) as ex, phases.collect() as spans:
+        t0 = time.perf_counter()
+        list(ex.map(batch_reads, range(len(plan.epoch.batches))))
+        sync_device()
+        dt = time.perf_counter() - t0
+    report(f"reads alone, {prefetch} threads", None, spans, t0, dt, read, [], per_task=False)
+    out["reads alone GB_per_s"] = read / dt / 1e9
+    out["reads alone phase_seconds"] = _summed(spans)
+    return out
+
+
+def _summed(spans: list[Any]) -> dict[str, float]:
+    summed: dict[str, float] = {}
+    for sp in spans:
+        summed[sp.name] = summed.get(sp.name, 0.0) + sp.seconds
+    return summed
 
 
 def xbatcher_row(args: argparse.Namespace) -> dict[str, float] | str:
@@ -340,6 +398,7 @@ def main() -> None:
     p.add_argument("--kinds", default="fields,patches")
     p.add_argument("--variants", default="", help="settings to time ZarrSamples under, ';'-separated")
     p.add_argument("--variant-prefetch", type=int, default=8)
+    p.add_argument("--timeline", action="store_true", help="the epoch's task phases and its reads alone")
     p.add_argument("--json")
     args = p.parse_args()
     t0 = time.perf_counter()
@@ -352,9 +411,9 @@ def main() -> None:
     )
     warm_cache(chunk_files(args.path))
     doc: dict[str, Any] = {"meta": {"nbytes": nbytes, **vars(args)}, "results": {}}
-    if args.variants:
+    if args.variants or args.timeline:
         for kind in args.kinds.split(","):
-            doc["results"][kind] = variants(args, kind)
+            doc["results"][kind] = timeline(args, kind) if args.timeline else variants(args, kind)
         if args.json:
             Path(args.json).write_text(json.dumps(doc, indent=1))
         return
