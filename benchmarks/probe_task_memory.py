@@ -20,7 +20,7 @@ from cupy.cuda import memory_hook
 
 from zarr_dask_gpu import from_zarr_gpu
 from zarr_dask_gpu.bench import datasets
-from zarr_dask_gpu.bench.timing import parse_settings, settings
+from zarr_dask_gpu.bench.timing import parse_settings, settings, task_result
 
 p = argparse.ArgumentParser()
 p.add_argument("--path", default=datasets.DEFAULT_PATH)
@@ -68,13 +68,13 @@ values = parse_settings(args.set)
 x = from_zarr_gpu(args.path)
 first = x.blocks[(0,) * x.ndim]
 pool = cp.get_default_memory_pool()
-first.compute(scheduler="sync")  # warm: kernels compiled, streams made
+task_result(first)  # warm: kernels compiled, streams made
 cp.cuda.Device().synchronize()
 pool.free_all_blocks()
 with settings(values):
     rec = Recorder()
     with rec:
-        z = first.compute(scheduler="sync")
+        z = task_result(first)
         cp.cuda.Device().synchronize()
 block = z.nbytes
 print(f"{args.path}: block {x.chunksize} ({block / 2**20:.0f} MiB), settings {values or 'defaults'}")

@@ -320,3 +320,28 @@ def test_settings_written_as_text_are_read_as_dask_reads_the_environment():
         "coalesce-decodes": False,
     }
     assert parse_settings("") == {}
+
+
+def test_a_blocks_task_result_is_its_tasks_output_uncopied(tmp_path):
+    """The task peak measures the block a task returns: ``compute`` of a one-block array would copy
+    it (dask joins its blocks), ``task_result`` hands over the task's own array."""
+    import dask.array as da
+    import zarr
+
+    from zarr_dask_gpu import from_zarr_gpu
+    from zarr_dask_gpu.bench.timing import task_result
+
+    made: list[np.ndarray] = []
+
+    def block(x: np.ndarray) -> np.ndarray:
+        made.append(x + 1)
+        return made[-1]
+
+    x = da.zeros((8, 4), chunks=(4, 4)).map_blocks(block)
+    got = task_result(x.blocks[1])
+    assert any(got is m for m in made)
+
+    z = zarr.create_array(tmp_path / "a.zarr", shape=(6, 5), chunks=(2, 5), dtype="i4")
+    z[:] = np.arange(30).reshape(6, 5)
+    arr = from_zarr_gpu(str(tmp_path / "a.zarr"), chunks=(2, 5), device="cpu")
+    np.testing.assert_array_equal(task_result(arr.blocks[2]), z[4:6])

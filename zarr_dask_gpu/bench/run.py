@@ -28,6 +28,7 @@ from .timing import (
     persisting,
     settings,
     sync_device,
+    task_result,
     timed,
     warm_cache,
 )
@@ -408,7 +409,7 @@ def _one_task(run: GpuRun, name: str = "A") -> None:
         free_device()
         with phases.collect() as spans:
             t0 = time.perf_counter()
-            z = first.compute(scheduler="sync")
+            z = task_result(first)
             t_task = time.perf_counter() - t0
         del z
     free_device()
@@ -419,7 +420,7 @@ def _one_task(run: GpuRun, name: str = "A") -> None:
     for values in rows.TASK_PEAKS:  # from an empty pool: its high-water is the peak
         resolved = rows.resolved(values, run.staging)
         with settings(resolved):
-            z = first.compute(scheduler="sync")
+            z = task_result(first)
         run.results[rows.task_peak_key(resolved, name)] = pool.total_bytes() / z.nbytes
         del z
         free_device()

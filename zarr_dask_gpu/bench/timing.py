@@ -105,6 +105,17 @@ def free_device() -> None:
     cp.get_default_memory_pool().free_all_blocks()
 
 
+def task_result(block: Any) -> Any:
+    """The one block of the dask array ``block`` as its task returns it, run on this thread:
+    ``compute`` would copy it once more, joining its blocks (one block too)."""
+    import dask
+
+    key = block.__dask_keys__()
+    while isinstance(key, list):
+        (key,) = key  # one block
+    return dask.get(block.__dask_graph__(), key)
+
+
 def persisting(arr: Any, threads: int, free: Callable[[], None] = free_device) -> Callable[[], None]:
     """A body to time: ``arr`` persisted on ``threads`` threads, waited for, dropped, ``free()``."""
 
