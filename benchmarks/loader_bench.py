@@ -324,6 +324,8 @@ def timeline(args: argparse.Namespace, kind: str) -> dict[str, Any]:
             handed.append(time.perf_counter() - t0)
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
+    if len(handed) < 8:
+        raise SystemExit(f"--timeline needs an epoch of 8 batches or more, not {len(handed)}: raise --times")
     nbytes = len(handed) * batch_size(args, kind) * sample_bytes(args, kind)
     report(f"ZarrSamples {kind}, prefetch={prefetch}", None, spans, t0, dt, nbytes, [], per_task=False)
     gaps = np.diff([0.0, *handed]) * 1e3
