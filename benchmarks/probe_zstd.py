@@ -1,7 +1,8 @@
 """This package's zstd kernels (``gpu/cuda/zstd.cu``) against nvCOMP on dataset A's chunks, on the device:
 one batch of every chunk and of a task's 32, by the batch's rules and with each copier forced
 (``zstd_blocks.copier``: a thread block a frame, by waves, a warp a frame; ``--copiers`` picks) and
-each sequences kernel (``zstd_blocks.sequences``: tables in shared memory or in place), each kernel's
+each sequences kernel (``zstd_blocks.sequences``: tables in shared memory or in place, the latter also
+at other bounds of threads an SM), each kernel's
 time (``zstd_blocks.kernel_times``: CUDA events), values checked against numcodecs; then variants of the
 source with parts of the work taken out, and other sources (``--compare``, say another branch's),
 timed the same way (``zstd_blocks.compiled_from``). Run on the GPU host after `zarr-dask-gpu bench`
@@ -125,6 +126,29 @@ for n in batches:
                     decode(n, "blocks")
                 print("   " + summed(launches), flush=True)
 print("zs_count + read-back and scratch are the rest of the blocks decoder's time")
+
+# the in-place sequences kernel's grid at other bounds than its table's: more threads an SM hide more
+# latency, fewer keep more of their blocks' tables in the caches
+kernel, threads, per_sm = zstd_blocks.SEQUENCES["wide"]
+for cap in (128, 512, 1024):
+    zstd_blocks.SEQUENCES["wide"] = (kernel, threads, cap)
+    try:
+        with zstd_blocks.sequences("wide"):
+            n = len(blobs)
+            out.fill(0)
+            decode(n, "blocks")
+            check(n, f"in place at {cap}")
+            best = timed(lambda n=n: decode(n, "blocks"), 3, pick=min)
+            with zstd_blocks.kernel_times() as launches:
+                decode(n, "blocks")
+        ms = sum(t for k, t in launches if k == kernel)
+        print(
+            f"sequences in place, at most {cap} threads an SM (table: {per_sm}), {n} chunks: "
+            f"{best * 1e3:.1f} ms, {kernel} {ms:.1f} ms",
+            flush=True,
+        )
+    finally:
+        zstd_blocks.SEQUENCES["wide"] = (kernel, threads, per_sm)
 
 # where the copier's time goes: the same source with parts of its byte work taken out (values wrong)
 source = zstd_blocks.source()
