@@ -11,9 +11,17 @@ from .test_zstd_c import LEVELS, SIZES, _kinds, _sample, disagreements, fuzzed
 pytestmark = pytest.mark.gpu
 
 
-# each copier with the sequences' tables in shared memory, and one with them read in place
+# each copier with the sequences' tables in shared memory, the frame copier with them read in place,
+# and at its long step
 KERNELS = pytest.mark.parametrize(
-    "copier,sequences", [("frames", "rooms"), ("waves", "rooms"), ("warps", "rooms"), ("frames", "wide")]
+    "copier,sequences,step",
+    [
+        ("frames", "rooms", "short"),
+        ("waves", "rooms", None),
+        ("warps", "rooms", None),
+        ("frames", "wide", "short"),
+        ("frames", "rooms", "long"),
+    ],
 )
 
 
@@ -23,9 +31,10 @@ def gpu_decode(
     decoder: str = "blocks",
     copier: str | None = None,
     sequences: str | None = None,
+    step: str | None = None,
 ):
     """Each frame's output (None where it failed) and the failures, from one batched launch (the
-    kernels' ``copier`` and ``sequences`` forced where given)."""
+    kernels' ``copier``, ``sequences`` and frame copier's ``step`` forced where given)."""
     import contextlib
 
     import cupy as cp
@@ -43,7 +52,8 @@ def gpu_decode(
     stream = cp.cuda.Stream(non_blocking=True)
     forced = zstd_blocks.copier(copier) if copier else contextlib.nullcontext()
     tables = zstd_blocks.sequences(sequences) if sequences else contextlib.nullcontext()
-    with dask.config.set({"zarr_dask_gpu.zstd-decoder": decoder}), forced, tables, stream:
+    stepped = zstd_blocks.frame_step(step) if step else contextlib.nullcontext()
+    with dask.config.set({"zarr_dask_gpu.zstd-decoder": decoder}), forced, tables, stepped, stream:
         done = decompress.launch(
             "zstd",
             np.uint64(src.data.ptr) + starts[:-1].astype(np.uint64),
@@ -63,13 +73,13 @@ def gpu_decode(
 
 @KERNELS
 @pytest.mark.parametrize("level", LEVELS)
-def test_decodes_what_libzstd_wrote(level, copier, sequences):
+def test_decodes_what_libzstd_wrote(level, copier, sequences, step):
     frames, want = [], []
     for n in SIZES:
         for data in _kinds(n, seed=n + level + 10).values():
             frames.append(bytes(Zstd(level).encode(data)))
             want.append(data)
-    got, bad = gpu_decode(frames, [len(w) for w in want], copier=copier, sequences=sequences)
+    got, bad = gpu_decode(frames, [len(w) for w in want], copier=copier, sequences=sequences, step=step)
     assert not bad
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         assert g == w, i
@@ -90,12 +100,12 @@ def test_the_copier_past_its_deferred_list():
 
 
 @KERNELS
-def test_benchmark_chunks_alike_to_nvcomp(copier, sequences):
+def test_benchmark_chunks_alike_to_nvcomp(copier, sequences, step):
     """Sixteen of the benchmark's 8 MiB chunks (64 zstd blocks, about a million sequences each): the
     copier's waits on earlier blocks of the frame are exercised throughout (by waves: hundreds)."""
     want = [_sample(8 << 20, seed=s) for s in range(16)]
     frames = [bytes(Zstd(0).encode(w)) for w in want]
-    ours, bad = gpu_decode(frames, [len(w) for w in want], copier=copier, sequences=sequences)
+    ours, bad = gpu_decode(frames, [len(w) for w in want], copier=copier, sequences=sequences, step=step)
     theirs, bad_nvcomp = gpu_decode(frames, [len(w) for w in want], "nvcomp")
     assert not bad and not bad_nvcomp
     assert ours == want and theirs == want
@@ -152,8 +162,22 @@ def test_the_rule_picks_the_sequences_kernel_by_the_batchs_blocks():
     assert zstd_blocks._sequences(248 * sms) == "wide"
 
 
+def test_the_rule_picks_the_frame_copiers_step_by_its_frames():
+    """The long step for batches of no more frames for the frame copier than SMs (on an H200, A's 32
+    chunks), zstd.cu's own for more (A's 512); a source given to ``compiled_from`` keeps its own."""
+    import cupy as cp
+
+    from zarr_dask_gpu.gpu import zstd_blocks
+
+    sms = zstd_blocks._sms(cp.cuda.Device().id)
+    long, short = zstd_blocks.FRAME_STEPS["long"], zstd_blocks.FRAME_STEPS["short"]
+    assert [zstd_blocks._frame_step(k) for k in (1, sms, sms + 1, 4 * sms)] == [long, long, short, short]
+    with zstd_blocks.compiled_from("#define ZS_STEP 512\n" + zstd_blocks.source()):
+        assert zstd_blocks._frame_step(1) == 512
+
+
 @KERNELS
-def test_frames_as_libzstd_reads_them(copier, sequences):
+def test_frames_as_libzstd_reads_them(copier, sequences, step):
     """Two frames in one chunk, skippable frames, a content checksum (verified on the device) and a
     frame without a content size decode to libzstd's bytes; a flipped checksum, a dictionary id and
     bytes after the last frame are refused, each with its reason."""
@@ -168,7 +192,7 @@ def test_frames_as_libzstd_reads_them(copier, sequences):
     dict_id[4] |= 1
     dict_id[5:5] = b"\x07"
     frames = [two, checksummed, skippable, bytes(flipped), bytes(dict_id), two + b"junk"]
-    got, bad = gpu_decode(frames, [300_000] * len(frames), copier=copier, sequences=sequences)
+    got, bad = gpu_decode(frames, [300_000] * len(frames), copier=copier, sequences=sequences, step=step)
     assert got[:3] == [data] * 3
     assert sorted(bad) == [3, 4, 5]
     assert "checksum" in bad[3] and "dictionary" in bad[4] and "after the last" in bad[5]
@@ -197,26 +221,30 @@ def test_offset_codes_past_the_kernels_decode_on_the_host(monkeypatch):
 
 
 @KERNELS
-def test_damaged_frames_are_reported(copier, sequences):
+def test_damaged_frames_are_reported(copier, sequences, step):
     data = _sample(600_000)
     frame = bytes(Zstd(3).encode(data))
     wrong_size = bytes(Zstd(3).encode(data[:-4]))
     flipped = bytearray(frame)
     flipped[len(frame) // 2] ^= 0xFF  # inside a block's sequences: the FSE states run off
     got, bad = gpu_decode(
-        [frame, wrong_size, bytes(flipped), frame], [len(data)] * 4, copier=copier, sequences=sequences
+        [frame, wrong_size, bytes(flipped), frame],
+        [len(data)] * 4,
+        copier=copier,
+        sequences=sequences,
+        step=step,
     )
     assert got[0] == data and got[3] == data
     assert 1 in bad and "size" in bad[1]
 
 
 @KERNELS
-def test_fuzzed_frames_agree_with_libzstd(copier, sequences):
+def test_fuzzed_frames_agree_with_libzstd(copier, sequences, step):
     """Sound frames with random bytes changed, straight into the kernels with no check before them: no
     hang, no fault; every frame they decode, libzstd decodes to the same bytes (what they refuse, the
     pipeline asks libzstd about: tests/test_damage.py)."""
     frames, sizes = fuzzed((5000, 300_000), 12, 11)
-    got, _ = gpu_decode(frames, sizes, copier=copier, sequences=sequences)
+    got, _ = gpu_decode(frames, sizes, copier=copier, sequences=sequences, step=step)
     both, differ = disagreements(frames, sizes, got)
     assert both > 0 and differ == 0
 

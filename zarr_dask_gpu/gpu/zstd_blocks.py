@@ -26,7 +26,12 @@ REASONS = {  # the kernels' statuses; 5, a frame they do not take, has no reason
     9: "bytes after the last zstd frame that are no frame",
 }
 _THREADS = 128
-_STEP = 256  # ZS_STEP: the copier's threads, one a sequence of a step
+_STEP = 256  # ZS_STEP as zstd.cu defines it: the copiers' threads, one a sequence of a step
+# the frame copier's step (its thread block's threads, a sequence each between barriers): zstd.cu's,
+# or longer for batches of no more frames for it than the device has SMs, each thread block then an
+# SM's only one. On an H200 (docs/performance.md) `zs_copy` on A's 32 chunks took 26.1 ms at 256
+# against 17.2 at 1024, on its 512 chunks 38.4 against 68.9
+FRAME_STEPS = {"short": _STEP, "long": 1024}
 _XXH_THREADS = 128  # ZS_XXH_THREADS: four a frame
 # the sequences' kernels, as (kernel, threads a thread block, threads an SM at most: None for a thread
 # a block): each block's FSE tables in a room of shared memory (ZS_SEQ_THREADS; the rooms hold 40
@@ -65,8 +70,14 @@ def source() -> str:
     return kernels.source("zstd.cu")
 
 
-def _module() -> cp.RawModule:
-    return kernels.module("zstd.cu")
+def _module(step: int = _STEP) -> cp.RawModule:
+    """The kernels compiled with ``ZS_STEP`` ``step``."""
+    return kernels.module("zstd.cu") if step == _STEP else _stepped(step)
+
+
+@functools.cache
+def _stepped(step: int) -> cp.RawModule:
+    return cp.RawModule(code=f"#define ZS_STEP {step}\n" + source())  # zstd.cu's is #ifndef
 
 
 @contextlib.contextmanager
@@ -90,6 +101,13 @@ def copier(name: str) -> contextlib.AbstractContextManager[None]:
     ``launch``. For tests and benchmarks: not for concurrent decodes."""
     assert name in COPIERS, name
     return _force("copier", name)
+
+
+def frame_step(name: str) -> contextlib.AbstractContextManager[None]:
+    """Inside, the frame copier runs at ``FRAME_STEPS[name]``, not by the rule of ``launch``. For tests
+    and benchmarks: not for concurrent decodes."""
+    assert name in FRAME_STEPS, name
+    return _force("step", name)
 
 
 def sequences(name: str) -> contextlib.AbstractContextManager[None]:
@@ -130,8 +148,9 @@ def kernel_times() -> Iterator[list[tuple[str, float]]]:
         times += [(name, cp.cuda.get_elapsed_time(a, b)) for name, a, b in events]
 
 
-def _launch(name: str, grid: int, *args: object, threads: int = _THREADS) -> None:
-    kernel = (_variant[0] if _variant is not None else _module()).get_function(name)
+def _launch(name: str, grid: int, *args: object, threads: int = _THREADS, step: int = _STEP) -> None:
+    """Kernel ``name`` of ``compiled_from``'s module, else of the module compiled at ``step``."""
+    kernel = (_variant[0] if _variant is not None else _module(step)).get_function(name)
     events = _events
     if events is None:
         kernel((grid,), (threads,), args)
@@ -144,7 +163,7 @@ def _launch(name: str, grid: int, *args: object, threads: int = _THREADS) -> Non
 
 
 def _step() -> int:
-    """The copiers' threads a thread block: ZS_STEP of the source the kernels come from."""
+    """The copier by waves' threads a thread block: ZS_STEP of the source the kernels come from."""
     return _variant[1] if _variant is not None else _STEP
 
 
@@ -230,8 +249,10 @@ def launch(
         which = _copiers(per_frame, np.asarray(dst_sizes, dtype=np.int64))
         which_d, which_h = transfer.upload([which], np.uint8)
         copy = (np.int64(n), base_d, counts, src_d, rec, lit, seq, dst_d, which_d, status)
-        if (which == COPIERS["frames"]).any():
-            _launch("zs_copy", n, *copy, threads=_step())  # a thread block a frame
+        frames = int((which == COPIERS["frames"]).sum())
+        if frames:
+            step = _frame_step(frames)
+            _launch("zs_copy", n, *copy, threads=step, step=step)  # a thread block a frame
         if (which == COPIERS["warps"]).any():
             _launch("zs_copy_warps", (n + _WARPS - 1) // _WARPS, *copy, threads=32 * _WARPS)
         held += (which_d, base_h, which_h)
@@ -260,6 +281,16 @@ def _copiers(per_frame: np.ndarray, decoded: np.ndarray) -> np.ndarray:
     small = (seqs <= _WARP_MAX_SEQUENCES) & (decoded <= _WARP_MAX_BYTES)
     by_warp = np.where(small, COPIERS["warps"], COPIERS["frames"])
     return np.where(waves, COPIERS["waves"], by_warp).astype(np.uint8)
+
+
+def _frame_step(frames: int) -> int:
+    """The frame copier's step for a batch in which it copies ``frames`` chunks: ``compiled_from``'s
+    source's, else ``frame_step``'s choice, else the long step for no more frames than SMs."""
+    if _variant is not None:
+        return _variant[1]
+    if "step" in _forced:
+        return FRAME_STEPS[_forced["step"]]
+    return FRAME_STEPS["long" if frames <= _sms(cp.cuda.Device().id) else "short"]
 
 
 def _sequences(blocks: int) -> str:
