@@ -176,7 +176,7 @@ variants = {
         )
     ],
 }
-for step in (128, 512, 1024):  # the frame copier's steps (its thread block: compiled_from follows)
+for step in (128, 256, 512, 1024):  # the frame copier's steps (its thread block: compiled_from follows)
     variants[f"copier steps of {step} sequences"] = [(source, f"#define ZS_STEP {step}\n" + source)]
 for other in args.compare:  # whole sources, e.g. another branch's, timed beside this one's
     variants[f"source {other}"] = [(source, kernels.source(Path(other).name, Path(other).parent))]
