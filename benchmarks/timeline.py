@@ -31,7 +31,7 @@ import numpy as np
 from zarr_dask_gpu.bench import datasets
 from zarr_dask_gpu.bench.ceilings import compressed, kvikio_read_all
 from zarr_dask_gpu.bench.timing import drop_cache, free_device, settings, sync_device
-from zarr_dask_gpu.gpu import decompress, phases, setup, validate
+from zarr_dask_gpu.gpu import decompress, phases, setup, streams, validate
 from zarr_dask_gpu.gpu.reader import KvikioReader
 from zarr_dask_gpu.metadata import open_array_info
 from zarr_dask_gpu.task import read_region
@@ -46,6 +46,17 @@ def _patch(obj: Any, name: str, value: Any) -> Iterator[None]:
         yield
     finally:
         setattr(obj, name, old)
+
+
+@contextlib.contextmanager
+def _task_priority(priority: int) -> Iterator[None]:
+    """Task streams made anew at ``priority`` while inside (the registry keeps a thread's stream)."""
+    with _patch(streams, "_TASK_PRIORITY", priority):
+        streams._tasks.clear()
+        try:
+            yield
+        finally:
+            streams._tasks.clear()
 
 
 def cases() -> dict[str, Callable[[], Any]]:
@@ -69,6 +80,7 @@ def cases() -> dict[str, Callable[[], Any]]:
         "coalesce-decodes=False (a call per task)": lambda: settings({"coalesce-decodes": False}),
         "coalesce-wait=None (waits for its partner)": lambda: settings({"coalesce-wait": None}),
         "kvikio device preads (host-read-below=0)": lambda: settings({"host-read-below": 0}),
+        "task streams at the joined calls' priority": lambda: _task_priority(streams._JOINED_PRIORITY),
     }
 
 

@@ -313,3 +313,12 @@ def test_a_task_keeps_none_of_its_device_memory_once_it_ends(tmp_path):
     del z
     cp.cuda.Device().synchronize()
     assert pool.used_bytes() - before < nbytes // 4, (pool.used_bytes() - before) / nbytes
+
+
+def test_task_streams_run_ahead_of_the_joined_calls():
+    """A task's stream has a higher priority (a lower number) than the streams of joined decode calls,
+    so its short kernels start ahead of a running call's blocks."""
+    from zarr_dask_gpu.gpu import streams
+
+    with streams.joining_stream() as joined:
+        assert streams.task_stream().priority < joined.priority

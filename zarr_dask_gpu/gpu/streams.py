@@ -1,6 +1,6 @@
 """The GPU backend's CUDA streams: one per task thread and device, and a few idle ones per device
-for joined nvCOMP calls. Kept in registries, not thread-locals, so that they are released at exit
-while CUDA is still up."""
+for joined decode calls, at a lower priority than the tasks'. Kept in registries, not thread-locals,
+so that they are released at exit while CUDA is still up."""
 
 import atexit
 import contextlib
@@ -11,6 +11,12 @@ import cupy as cp
 
 from .. import containment
 
+# A task's own kernels (its headers' gathers, blosc's block-table walk, the structure checks) come
+# between waits of its thread; a joined decode call's kernels are grids that fill the GPU. On a
+# stream of higher priority the block scheduler starts a task's kernels ahead of the blocks of a call
+# not yet started, so that a task reaches its call while another call runs. CUDA clamps a priority
+# to the device's range (lower numbers first): these are its greatest and its least.
+_TASK_PRIORITY, _JOINED_PRIORITY = -100, 0
 _lock = threading.Lock()
 _tasks: dict[tuple[int, int], cp.cuda.Stream] = {}  # per (thread, device)
 _joining: dict[int, list[cp.cuda.Stream]] = {}  # per device: idle streams for joined calls
@@ -21,7 +27,7 @@ def task_stream() -> cp.cuda.Stream:
     key = (threading.get_ident(), cp.cuda.Device().id)
     with _lock:
         if key not in _tasks:
-            _tasks[key] = cp.cuda.Stream(non_blocking=True)
+            _tasks[key] = cp.cuda.Stream(non_blocking=True, priority=_TASK_PRIORITY)
         return _tasks[key]
 
 
@@ -33,7 +39,7 @@ def joining_stream() -> Iterator[cp.cuda.Stream]:
     dev = cp.cuda.Device().id
     with _lock:
         idle = _joining.setdefault(dev, [])
-        stream = idle.pop() if idle else cp.cuda.Stream(non_blocking=True)
+        stream = idle.pop() if idle else cp.cuda.Stream(non_blocking=True, priority=_JOINED_PRIORITY)
     try:
         yield stream
     finally:
