@@ -48,17 +48,6 @@ def _patch(obj: Any, name: str, value: Any) -> Iterator[None]:
         setattr(obj, name, old)
 
 
-@contextlib.contextmanager
-def _task_priority(priority: int) -> Iterator[None]:
-    """Task streams made anew at ``priority`` while inside (the registry keeps a thread's stream)."""
-    with _patch(streams, "_TASK_PRIORITY", priority):
-        streams._tasks.clear()
-        try:
-            yield
-        finally:
-            streams._tasks.clear()
-
-
 def cases() -> dict[str, Callable[[], Any]]:
     staged: dict[tuple, Any] = {}
     read = KvikioReader.read
@@ -80,7 +69,7 @@ def cases() -> dict[str, Callable[[], Any]]:
         "coalesce-decodes=False (a call per task)": lambda: settings({"coalesce-decodes": False}),
         "coalesce-wait=None (waits for its partner)": lambda: settings({"coalesce-wait": None}),
         "kvikio device preads (host-read-below=0)": lambda: settings({"host-read-below": 0}),
-        "task streams at the joined calls' priority": lambda: _task_priority(streams._JOINED_PRIORITY),
+        "task streams at the joined calls' priority": lambda: streams.task_priority(streams.JOINED_PRIORITY),
     }
 
 

@@ -16,7 +16,8 @@ from .. import containment
 # stream of higher priority the block scheduler starts a task's kernels ahead of the blocks of a call
 # not yet started, so that a task reaches its call while another call runs. CUDA clamps a priority
 # to the device's range (lower numbers first): these are its greatest and its least.
-_TASK_PRIORITY, _JOINED_PRIORITY = -100, 0
+TASK_PRIORITY, JOINED_PRIORITY = -100, 0
+_task_priority = TASK_PRIORITY  # task_priority's while inside
 _lock = threading.Lock()
 _tasks: dict[tuple[int, int], cp.cuda.Stream] = {}  # per (thread, device)
 _joining: dict[int, list[cp.cuda.Stream]] = {}  # per device: idle streams for joined calls
@@ -27,8 +28,24 @@ def task_stream() -> cp.cuda.Stream:
     key = (threading.get_ident(), cp.cuda.Device().id)
     with _lock:
         if key not in _tasks:
-            _tasks[key] = cp.cuda.Stream(non_blocking=True, priority=_TASK_PRIORITY)
+            _tasks[key] = cp.cuda.Stream(non_blocking=True, priority=_task_priority)
         return _tasks[key]
+
+
+@contextlib.contextmanager
+def task_priority(priority: int) -> Iterator[None]:
+    """Inside, task streams are made anew at ``priority`` (e.g. ``JOINED_PRIORITY``). For benchmarks:
+    no task may run across its edges."""
+    global _task_priority
+    with _lock:
+        _tasks.clear()
+        old, _task_priority = _task_priority, priority
+    try:
+        yield
+    finally:
+        with _lock:
+            _tasks.clear()
+            _task_priority = old
 
 
 @contextlib.contextmanager
@@ -39,7 +56,7 @@ def joining_stream() -> Iterator[cp.cuda.Stream]:
     dev = cp.cuda.Device().id
     with _lock:
         idle = _joining.setdefault(dev, [])
-        stream = idle.pop() if idle else cp.cuda.Stream(non_blocking=True, priority=_JOINED_PRIORITY)
+        stream = idle.pop() if idle else cp.cuda.Stream(non_blocking=True, priority=JOINED_PRIORITY)
     try:
         yield stream
     finally:
