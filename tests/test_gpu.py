@@ -315,10 +315,16 @@ def test_a_task_keeps_none_of_its_device_memory_once_it_ends(tmp_path):
     assert pool.used_bytes() - before < nbytes // 4, (pool.used_bytes() - before) / nbytes
 
 
-def test_task_streams_run_ahead_of_the_joined_calls():
-    """A task's stream has a higher priority (a lower number) than the streams of joined decode calls,
-    so its short kernels start ahead of a running call's blocks."""
+def test_task_streams_have_a_higher_priority_than_the_joined_calls():
+    """A task's stream has a higher priority (a lower number) than the streams of joined decode calls;
+    inside ``task_priority`` the task streams are made anew at the priority given, and after it again
+    at their own."""
     from zarr_dask_gpu.gpu import streams
 
     with streams.joining_stream() as joined:
-        assert streams.task_stream().priority < joined.priority
+        mine = streams.task_stream()
+        assert mine.priority < joined.priority
+        with streams.task_priority(streams.JOINED_PRIORITY):
+            assert streams.task_stream().priority == joined.priority
+        again = streams.task_stream()
+        assert again.priority == mine.priority and again is not mine

@@ -162,15 +162,18 @@ def test_the_rule_picks_the_sequences_kernel_by_the_batchs_blocks():
     assert zstd_blocks._sequences(248 * sms) == "wide"
 
 
-def test_the_rule_picks_the_frame_copiers_step_by_its_frames():
-    """The long step for batches of no more frames for the frame copier than SMs (on an H200, A's 32
-    chunks), zstd.cu's own for more (A's 512); a source given to ``compiled_from`` keeps its own."""
+def test_the_rule_picks_the_frame_copiers_step_by_the_batchs_chunks():
+    """The long step for batches of no more chunks than SMs (on an H200, A's 32 chunks), whose copier
+    launches thread blocks that large; zstd.cu's own for more (A's 512); a source given to
+    ``compiled_from`` keeps its own."""
     import cupy as cp
 
     from zarr_dask_gpu.gpu import zstd_blocks
 
-    sms = zstd_blocks._sms(cp.cuda.Device().id)
+    device = cp.cuda.Device().id
+    sms = zstd_blocks._sms(device)
     long, short = zstd_blocks.FRAME_STEPS["long"], zstd_blocks.FRAME_STEPS["short"]
+    assert zstd_blocks._long_step_launches(device)  # the long copier's registers allow 1024 threads
     assert [zstd_blocks._frame_step(k) for k in (1, sms, sms + 1, 4 * sms)] == [long, long, short, short]
     with zstd_blocks.compiled_from("#define ZS_STEP 512\n" + zstd_blocks.source()):
         assert zstd_blocks._frame_step(1) == 512

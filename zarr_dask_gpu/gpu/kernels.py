@@ -40,11 +40,12 @@ def source(name: str, folder: Traversable = CUDA) -> str:
 
 
 @functools.cache
-def module(name: str) -> cp.RawModule:
-    """The compiled module of ``cuda/<name>`` (compiled at its first launch, then cached by cupy)."""
+def module(name: str, defines: str = "") -> cp.RawModule:
+    """The compiled module of ``cuda/<name>`` (compiled at its first launch, then cached by cupy), with
+    ``defines`` (``#define`` lines) before its text: a source's ``#ifndef`` defaults give way to them."""
     import cupy as cp
 
-    return cp.RawModule(code=source(name))
+    return cp.RawModule(code=defines + source(name))
 
 
 @functools.cache

@@ -14,8 +14,9 @@ from .. import containment
 # A task's own kernels (its headers' gathers, blosc's block-table walk, the structure checks) come
 # between waits of its thread; a joined decode call's kernels are grids that fill the GPU. On a
 # stream of higher priority the block scheduler starts a task's kernels ahead of the blocks of a call
-# not yet started, so that a task reaches its call while another call runs. CUDA clamps a priority
-# to the device's range (lower numbers first): these are its greatest and its least.
+# not yet started, so that a task reaches its call while another call runs (its unshuffle and block
+# copies go ahead too, as does all of it ahead of other work at the default priority). CUDA clamps a
+# priority to the device's range (lower numbers first): these are its greatest and its least.
 TASK_PRIORITY, JOINED_PRIORITY = -100, 0
 _task_priority = TASK_PRIORITY  # task_priority's while inside
 _lock = threading.Lock()

@@ -28,9 +28,9 @@ REASONS = {  # the kernels' statuses; 5, a frame they do not take, has no reason
 _THREADS = 128
 _STEP = 256  # ZS_STEP as zstd.cu defines it: the copiers' threads, one a sequence of a step
 # the frame copier's step (its thread block's threads, a sequence each between barriers): zstd.cu's,
-# or longer for batches of no more frames for it than the device has SMs, each thread block then an
-# SM's only one. On an H200 (docs/performance.md) `zs_copy` on A's 32 chunks took 26.1 ms at 256
-# against 17.2 at 1024, on its 512 chunks 38.4 against 68.9
+# or longer for batches of no more chunks than the device has SMs, each thread block then an SM's
+# only one. On an H200 (docs/performance.md) `zs_copy` on A's 32 chunks took 26.1 ms at 256 against
+# 17.2 at 1024, on its 512 chunks 38.4 against 68.9
 FRAME_STEPS = {"short": _STEP, "long": 1024}
 _XXH_THREADS = 128  # ZS_XXH_THREADS: four a frame
 # the sequences' kernels, as (kernel, threads a thread block, threads an SM at most: None for a thread
@@ -71,13 +71,8 @@ def source() -> str:
 
 
 def _module(step: int = _STEP) -> cp.RawModule:
-    """The kernels compiled with ``ZS_STEP`` ``step``."""
-    return kernels.module("zstd.cu") if step == _STEP else _stepped(step)
-
-
-@functools.cache
-def _stepped(step: int) -> cp.RawModule:
-    return cp.RawModule(code=f"#define ZS_STEP {step}\n" + source())  # zstd.cu's is #ifndef
+    """The kernels compiled with ``ZS_STEP`` ``step`` (zstd.cu's own: no define)."""
+    return kernels.module("zstd.cu", "" if step == _STEP else f"#define ZS_STEP {step}\n")
 
 
 @contextlib.contextmanager
@@ -104,8 +99,8 @@ def copier(name: str) -> contextlib.AbstractContextManager[None]:
 
 
 def frame_step(name: str) -> contextlib.AbstractContextManager[None]:
-    """Inside, the frame copier runs at ``FRAME_STEPS[name]``, not by the rule of ``launch``. For tests
-    and benchmarks: not for concurrent decodes."""
+    """Inside, the frame copier runs at ``FRAME_STEPS[name]``, not by the rule of ``launch`` (a source
+    of ``compiled_from`` keeps its own). For tests and benchmarks: not for concurrent decodes."""
     assert name in FRAME_STEPS, name
     return _force("step", name)
 
@@ -249,10 +244,9 @@ def launch(
         which = _copiers(per_frame, np.asarray(dst_sizes, dtype=np.int64))
         which_d, which_h = transfer.upload([which], np.uint8)
         copy = (np.int64(n), base_d, counts, src_d, rec, lit, seq, dst_d, which_d, status)
-        frames = int((which == COPIERS["frames"]).sum())
-        if frames:
-            step = _frame_step(frames)
-            _launch("zs_copy", n, *copy, threads=step, step=step)  # a thread block a frame
+        if (which == COPIERS["frames"]).any():
+            step = _frame_step(n)
+            _launch("zs_copy", n, *copy, threads=step, step=step)  # a thread block a chunk it copies
         if (which == COPIERS["warps"]).any():
             _launch("zs_copy_warps", (n + _WARPS - 1) // _WARPS, *copy, threads=32 * _WARPS)
         held += (which_d, base_h, which_h)
@@ -283,14 +277,25 @@ def _copiers(per_frame: np.ndarray, decoded: np.ndarray) -> np.ndarray:
     return np.where(waves, COPIERS["waves"], by_warp).astype(np.uint8)
 
 
-def _frame_step(frames: int) -> int:
-    """The frame copier's step for a batch in which it copies ``frames`` chunks: ``compiled_from``'s
-    source's, else ``frame_step``'s choice, else the long step for no more frames than SMs."""
+def _frame_step(n: int) -> int:
+    """The frame copier's step for a batch of ``n`` chunks (its grid: a thread block each, those of
+    other copiers leaving at once): ``compiled_from``'s source's, else ``frame_step``'s choice, else
+    the long step for no more chunks than SMs where its kernel launches that many threads."""
     if _variant is not None:
         return _variant[1]
     if "step" in _forced:
         return FRAME_STEPS[_forced["step"]]
-    return FRAME_STEPS["long" if frames <= _sms(cp.cuda.Device().id) else "short"]
+    device = cp.cuda.Device().id
+    return FRAME_STEPS["long" if n <= _sms(device) and _long_step_launches(device) else "short"]
+
+
+@functools.cache
+def _long_step_launches(device: int) -> bool:
+    """Whether the long step's copier takes thread blocks of its size on ``device``: its registers a
+    thread decide it (no launch bound is set, so that the short step's code stays as compiled)."""
+    with cp.cuda.Device(device):
+        copy = _module(FRAME_STEPS["long"]).get_function("zs_copy")
+        return int(copy.max_threads_per_block) >= FRAME_STEPS["long"]
 
 
 def _sequences(blocks: int) -> str:
