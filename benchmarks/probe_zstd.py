@@ -1,16 +1,15 @@
 """This package's zstd kernels (``gpu/cuda/zstd.cu``) against nvCOMP on dataset A's chunks, on the device:
 one batch of every chunk and of a task's 32, by the batch's rules and with each copier forced
-(``zstd_blocks.copier``: a thread block a frame, by waves, a warp a frame; ``--copiers`` picks) and
-each sequences kernel (``zstd_blocks.sequences``: tables in shared memory or in place, the latter also
-at other bounds of threads an SM), each kernel's
-time (``zstd_blocks.kernel_times``: CUDA events), values checked against numcodecs; then variants of the
-source with parts of the work taken out, and other sources (``--compare``, say another branch's),
-timed the same way (``zstd_blocks.compiled_from``). Run on the GPU host after `zarr-dask-gpu bench`
+(``zstd_blocks.copier``: a thread block a frame, by waves, a warp a frame; ``--copiers`` picks), each
+kernel's time (``zstd_blocks.kernel_times``: CUDA events), values checked against numcodecs; then
+variants of the source with parts of the work taken out, and other sources (``--compare``, say another
+branch's), timed the same way (``zstd_blocks.compiled_from``). Run on the GPU host after `zarr-dask-gpu bench`
 wrote dataset A:
     python3 benchmarks/probe_zstd.py [--path /tmp/bench-a.zarr] [--chunks 512] [--compare OTHER.cu ...]
 With ``--blosc`` the frames are a blosc store's inner zstd streams (dataset E: ``--path
 /tmp/bench-a.zarr-E --blosc --chunks 65536``). With ``--once`` it decodes one batch of ``--chunks`` by
-the rule, once, checked, and stops: for a profiler (the ``ncu`` step of ``scripts/gpu_check.sh``).
+the rule, once, checked, and stops: for a profiler (the ``ncu`` step of ``scripts/gpu_check.sh``). With
+``--no-variants`` it stops after the rules and the forced copiers.
 """
 
 import argparse
@@ -37,6 +36,11 @@ p.add_argument(
 )
 p.add_argument("--once", action="store_true", help="one checked decode of --chunks, for a profiler")
 p.add_argument("--copiers", default=",".join(zstd_blocks.COPIERS), help="the copiers to force, in turn")
+p.add_argument(
+    "--no-variants",
+    action="store_true",
+    help="the rules and the forced copiers only: no variant sources",
+)
 args = p.parse_args()
 
 
@@ -100,12 +104,9 @@ if args.once:
     decode(len(blobs), "blocks")
     check(len(blobs), "once")
     raise SystemExit(0)
-forcings = [
-    *((c, zstd_blocks.copier) for c in args.copiers.split(",") if c),
-    *((k, zstd_blocks.sequences) for k in zstd_blocks.SEQUENCES),
-]
+forcings = [(c, zstd_blocks.copier) for c in args.copiers.split(",") if c]
 for n in batches:
-    # the kernels by the batch's rules, then with each copier, and each sequences' kernel, forced
+    # the kernels by the batch's rules, then with each copier forced
     for decoder, by, force in (
         ("nvcomp", None, None),
         ("blocks", None, None),
@@ -126,29 +127,8 @@ for n in batches:
                     decode(n, "blocks")
                 print("   " + summed(launches), flush=True)
 print("zs_count + read-back and scratch are the rest of the blocks decoder's time")
-
-# the in-place sequences kernel's grid at other bounds than its table's: more threads an SM hide more
-# latency, fewer keep more of their blocks' tables in the caches
-kernel, threads, per_sm = zstd_blocks.SEQUENCES["wide"]
-for cap in (128, 512, 1024):
-    zstd_blocks.SEQUENCES["wide"] = (kernel, threads, cap)
-    try:
-        with zstd_blocks.sequences("wide"):
-            n = len(blobs)
-            out.fill(0)
-            decode(n, "blocks")
-            check(n, f"in place at {cap}")
-            best = timed(lambda n=n: decode(n, "blocks"), 3, pick=min)
-            with zstd_blocks.kernel_times() as launches:
-                decode(n, "blocks")
-        ms = sum(t for k, t in launches if k == kernel)
-        print(
-            f"sequences in place, at most {cap} threads an SM (table: {per_sm}), {n} chunks: "
-            f"{best * 1e3:.1f} ms, {kernel} {ms:.1f} ms",
-            flush=True,
-        )
-    finally:
-        zstd_blocks.SEQUENCES["wide"] = (kernel, threads, per_sm)
+if args.no_variants:
+    raise SystemExit(0)
 
 # where the copier's time goes: the same source with parts of its byte work taken out (values wrong)
 source = zstd_blocks.source()
@@ -189,7 +169,6 @@ def signatures(code: str) -> dict[str, str]:
 
 
 mine = signatures(source)
-SEQUENCES_WIDE = zstd_blocks.SEQUENCES["wide"][0]
 
 
 for title, edits in variants.items():
@@ -200,13 +179,10 @@ for title, edits in variants.items():
         print(f"{title}: not in this source, skipped", flush=True)
         continue
     theirs = signatures(changed)
-    # a source without the in-place sequences kernel (older than it) runs with the rooms forced
-    wide = SEQUENCES_WIDE in theirs
-    if any(mine.get(k) != v for k, v in theirs.items()) or set(mine) - set(theirs) - {SEQUENCES_WIDE}:
+    if any(mine.get(k) != v for k, v in theirs.items()) or set(mine) - set(theirs):
         print(f"{title}: its kernels take other arguments than this source's, skipped", flush=True)
         continue
-    rooms = contextlib.nullcontext() if wide else zstd_blocks.sequences("rooms")
-    with zstd_blocks.compiled_from(changed), rooms:
+    with zstd_blocks.compiled_from(changed):
         for n in batches:
             t = float("nan")
             with zstd_blocks.kernel_times() as launches, contextlib.suppress(AssertionError):
@@ -215,7 +191,7 @@ for title, edits in variants.items():
             ms = dict(launches)  # each kernel's last launch: the timed pass's
             print(
                 f"{title}, {n} chunks: {t * 1e3:.1f} ms, zs_copy {ms.get('zs_copy', float('nan')):.1f} ms "
-                f"(zs_sequences {ms.get('zs_sequences', ms.get(SEQUENCES_WIDE, float('nan'))):.1f} ms)",
+                f"(zs_sequences {ms.get('zs_sequences', float('nan')):.1f} ms)",
                 flush=True,
             )
 print(f"pid {os.getpid()} done")

@@ -11,17 +11,10 @@ from .test_zstd_c import LEVELS, SIZES, _kinds, _sample, disagreements, fuzzed
 pytestmark = pytest.mark.gpu
 
 
-# each copier with the sequences' tables in shared memory, the frame copier with them read in place,
-# and at its long step
+# each copier, and the frame copier at its long step
 KERNELS = pytest.mark.parametrize(
-    "copier,sequences,step",
-    [
-        ("frames", "rooms", "short"),
-        ("waves", "rooms", None),
-        ("warps", "rooms", None),
-        ("frames", "wide", "short"),
-        ("frames", "rooms", "long"),
-    ],
+    "copier,step",
+    [("frames", "short"), ("waves", None), ("warps", None), ("frames", "long")],
 )
 
 
@@ -30,11 +23,10 @@ def gpu_decode(
     expected: list[int],
     decoder: str = "blocks",
     copier: str | None = None,
-    sequences: str | None = None,
     step: str | None = None,
 ):
     """Each frame's output (None where it failed) and the failures, from one batched launch (the
-    kernels' ``copier``, ``sequences`` and frame copier's ``step`` forced where given)."""
+    kernels' ``copier`` and frame copier's ``step`` forced where given)."""
     import contextlib
 
     import cupy as cp
@@ -51,9 +43,8 @@ def gpu_decode(
     out = cp.full(int(out_at[-1]) + 256, 0xAB, dtype=np.uint8)
     stream = cp.cuda.Stream(non_blocking=True)
     forced = zstd_blocks.copier(copier) if copier else contextlib.nullcontext()
-    tables = zstd_blocks.sequences(sequences) if sequences else contextlib.nullcontext()
     stepped = zstd_blocks.frame_step(step) if step else contextlib.nullcontext()
-    with dask.config.set({"zarr_dask_gpu.zstd-decoder": decoder}), forced, tables, stepped, stream:
+    with dask.config.set({"zarr_dask_gpu.zstd-decoder": decoder}), forced, stepped, stream:
         done = decompress.launch(
             "zstd",
             np.uint64(src.data.ptr) + starts[:-1].astype(np.uint64),
@@ -73,13 +64,13 @@ def gpu_decode(
 
 @KERNELS
 @pytest.mark.parametrize("level", LEVELS)
-def test_decodes_what_libzstd_wrote(level, copier, sequences, step):
+def test_decodes_what_libzstd_wrote(level, copier, step):
     frames, want = [], []
     for n in SIZES:
         for data in _kinds(n, seed=n + level + 10).values():
             frames.append(bytes(Zstd(level).encode(data)))
             want.append(data)
-    got, bad = gpu_decode(frames, [len(w) for w in want], copier=copier, sequences=sequences, step=step)
+    got, bad = gpu_decode(frames, [len(w) for w in want], copier=copier, step=step)
     assert not bad
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         assert g == w, i
@@ -100,12 +91,12 @@ def test_the_copier_past_its_deferred_list():
 
 
 @KERNELS
-def test_benchmark_chunks_alike_to_nvcomp(copier, sequences, step):
+def test_benchmark_chunks_alike_to_nvcomp(copier, step):
     """Sixteen of the benchmark's 8 MiB chunks (64 zstd blocks, about a million sequences each): the
     copier's waits on earlier blocks of the frame are exercised throughout (by waves: hundreds)."""
     want = [_sample(8 << 20, seed=s) for s in range(16)]
     frames = [bytes(Zstd(0).encode(w)) for w in want]
-    ours, bad = gpu_decode(frames, [len(w) for w in want], copier=copier, sequences=sequences, step=step)
+    ours, bad = gpu_decode(frames, [len(w) for w in want], copier=copier, step=step)
     theirs, bad_nvcomp = gpu_decode(frames, [len(w) for w in want], "nvcomp")
     assert not bad and not bad_nvcomp
     assert ours == want and theirs == want
@@ -148,20 +139,6 @@ def test_the_rule_picks_a_copier_by_the_chunks_counts():
     assert picked(64, 0, 0, 8 << 20, 512) == ["frames"] * 512  # raw blocks: no sequences, many bytes
 
 
-def test_the_rule_picks_the_sequences_kernel_by_the_batchs_blocks():
-    """The FSE tables in rooms of shared memory for batches of few blocks an SM (on an H200, A's 32
-    chunks: 2,048 blocks; two tasks' 256: 16,384), read in place from 128 an SM (A's 512: 32,768)."""
-    import cupy as cp
-
-    from zarr_dask_gpu.gpu import zstd_blocks
-
-    sms = zstd_blocks._sms(cp.cuda.Device().id)
-    assert zstd_blocks._sequences(16 * sms) == "rooms"
-    assert zstd_blocks._sequences(128 * sms - 1) == "rooms"
-    assert zstd_blocks._sequences(128 * sms) == "wide"
-    assert zstd_blocks._sequences(248 * sms) == "wide"
-
-
 def test_the_rule_picks_the_frame_copiers_step_by_the_batchs_chunks():
     """The long step for batches of no more chunks than SMs (on an H200, A's 32 chunks), whose copier
     launches thread blocks that large; zstd.cu's own for more (A's 512); a source given to
@@ -180,7 +157,7 @@ def test_the_rule_picks_the_frame_copiers_step_by_the_batchs_chunks():
 
 
 @KERNELS
-def test_frames_as_libzstd_reads_them(copier, sequences, step):
+def test_frames_as_libzstd_reads_them(copier, step):
     """Two frames in one chunk, skippable frames, a content checksum (verified on the device) and a
     frame without a content size decode to libzstd's bytes; a flipped checksum, a dictionary id and
     bytes after the last frame are refused, each with its reason."""
@@ -195,7 +172,7 @@ def test_frames_as_libzstd_reads_them(copier, sequences, step):
     dict_id[4] |= 1
     dict_id[5:5] = b"\x07"
     frames = [two, checksummed, skippable, bytes(flipped), bytes(dict_id), two + b"junk"]
-    got, bad = gpu_decode(frames, [300_000] * len(frames), copier=copier, sequences=sequences, step=step)
+    got, bad = gpu_decode(frames, [300_000] * len(frames), copier=copier, step=step)
     assert got[:3] == [data] * 3
     assert sorted(bad) == [3, 4, 5]
     assert "checksum" in bad[3] and "dictionary" in bad[4] and "after the last" in bad[5]
@@ -224,7 +201,7 @@ def test_offset_codes_past_the_kernels_decode_on_the_host(monkeypatch):
 
 
 @KERNELS
-def test_damaged_frames_are_reported(copier, sequences, step):
+def test_damaged_frames_are_reported(copier, step):
     data = _sample(600_000)
     frame = bytes(Zstd(3).encode(data))
     wrong_size = bytes(Zstd(3).encode(data[:-4]))
@@ -234,7 +211,6 @@ def test_damaged_frames_are_reported(copier, sequences, step):
         [frame, wrong_size, bytes(flipped), frame],
         [len(data)] * 4,
         copier=copier,
-        sequences=sequences,
         step=step,
     )
     assert got[0] == data and got[3] == data
@@ -242,12 +218,12 @@ def test_damaged_frames_are_reported(copier, sequences, step):
 
 
 @KERNELS
-def test_fuzzed_frames_agree_with_libzstd(copier, sequences, step):
+def test_fuzzed_frames_agree_with_libzstd(copier, step):
     """Sound frames with random bytes changed, straight into the kernels with no check before them: no
     hang, no fault; every frame they decode, libzstd decodes to the same bytes (what they refuse, the
     pipeline asks libzstd about: tests/test_damage.py)."""
     frames, sizes = fuzzed((5000, 300_000), 12, 11)
-    got, _ = gpu_decode(frames, sizes, copier=copier, sequences=sequences, step=step)
+    got, _ = gpu_decode(frames, sizes, copier=copier, step=step)
     both, differ = disagreements(frames, sizes, got)
     assert both > 0 and differ == 0
 

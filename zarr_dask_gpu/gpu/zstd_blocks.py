@@ -14,7 +14,7 @@ import numpy as np
 from . import host_decode, kernels, transfer
 
 _RECORD = 176  # sizeof(zblock)
-_HUF, _FSE = 2048 * 2, 3 * 512 * 4  # bytes of a block's Huffman table and its three FSE tables
+_HUF, _FSE = 2048 * 2, 3 * 512 * 2  # bytes of a block's Huffman table and its three FSE tables
 REASONS = {  # the kernels' statuses; 5, a frame they do not take, has no reason of its own
     1: "truncated zstd frame",
     2: "not a zstd frame",
@@ -33,14 +33,7 @@ _STEP = 256  # ZS_STEP as zstd.cu defines it: the copiers' threads, one a sequen
 # 17.2 at 1024, on its 512 chunks 38.4 against 68.9
 FRAME_STEPS = {"short": _STEP, "long": 1024}
 _XXH_THREADS = 128  # ZS_XXH_THREADS: four a frame
-# the sequences' kernels, as (kernel, threads a thread block, threads an SM at most: None for a thread
-# a block): each block's FSE tables in a room of shared memory (ZS_SEQ_THREADS; the rooms hold 40
-# threads an SM, a batch of more blocks runs round after round), or read in place through the caches
-# (ZS_SEQ_WIDE_THREADS, a thread taking block after block). On an H200 (docs/performance.md), A's 32
-# chunks of 8 MiB (2,048 blocks) took 9.6 ms in rooms against 21.4 in place; its 512 (32,768 blocks)
-# 76 ms against 65; 2,048 chunks 282 ms against 260 in place at 256 threads an SM, 380 all at once
-SEQUENCES = {"rooms": ("zs_sequences", 8, None), "wide": ("zs_sequences_wide", 64, 256)}
-_WIDE_MIN_PER_SM = 128  # blocks an SM from which the tables are read in place (A's 512 chunks: 248)
+_SEQ_THREADS = 8  # ZS_SEQ_THREADS: the sequences kernel's, a zstd block each with its tables in a room
 _LIT_THREADS = 32  # ZS_LIT_THREADS
 _WAVES_PER_LOOK = 8  # waves of the copier by waves launched between reads of the matches left
 _WAVES_MAX = 256  # ZS_WAVES_MAX: then the matches left are copied in order
@@ -61,7 +54,7 @@ _WARP_MAX_BYTES = 256 << 10
 
 # compiled_from's module and its ZS_STEP, in place of zstd.cu's
 _variant: tuple[cp.RawModule, int] | None = None
-_forced: dict[str, str] = {}  # copier's and sequences' choices, in place of the batch's rules
+_forced: dict[str, str] = {}  # the copier and step chosen in place of the batch's rules
 _events: list[tuple[str, cp.cuda.Event, cp.cuda.Event]] | None = None  # kernel_times's
 
 
@@ -103,13 +96,6 @@ def frame_step(name: str) -> contextlib.AbstractContextManager[None]:
     of ``compiled_from`` keeps its own). For tests and benchmarks: not for concurrent decodes."""
     assert name in FRAME_STEPS, name
     return _force("step", name)
-
-
-def sequences(name: str) -> contextlib.AbstractContextManager[None]:
-    """Inside, the sequences of every batch are decoded by ``SEQUENCES[name]``, not by the rule of
-    ``launch``. For tests and benchmarks: not for concurrent decodes."""
-    assert name in SEQUENCES, name
-    return _force("sequences", name)
 
 
 @contextlib.contextmanager
@@ -209,7 +195,7 @@ def launch(
 
     The frames' block headers are walked first and their counts read back (the stream is waited for,
     as nvCOMP's scratch query does), so that the scratch is sized from headers checked against the
-    metadata: per block 10.3 KiB of tables, 8 bytes a sequence (every match is 3 bytes or more), the
+    metadata: per block 7.2 KiB of tables, 8 bytes a sequence (every match is 3 bytes or more), the
     literals (docs/design.md compares it with nvCOMP's query). Each chunk's copier is ``_copiers``':
     by waves (``_copy_by_waves``: a bit a decoded byte more), a warp a frame, or a thread block a
     frame.
@@ -235,11 +221,7 @@ def launch(
         _run("zs_fill", n, src_d, sizes_d, expected_d, counts, base_d, rec, status)
         _run("zs_tables", blocks, src_d, rec, huf, fse, status)
         _run("zs_literals", 4 * blocks, src_d, rec, huf, lit, status, threads=_LIT_THREADS)
-        kernel, threads, per_sm = SEQUENCES[_sequences(blocks)]
-        grid = -(-blocks // threads)
-        if per_sm is not None:
-            grid = min(grid, per_sm * _sms(cp.cuda.Device().id) // threads)
-        _launch(kernel, grid, np.int64(blocks), src_d, rec, fse, seq, status, threads=threads)
+        _run("zs_sequences", blocks, src_d, rec, fse, seq, status, threads=_SEQ_THREADS)
         _run("zs_place", n, base_d, counts, rec, expected_d, status)
         which = _copiers(per_frame, np.asarray(dst_sizes, dtype=np.int64))
         which_d, which_h = transfer.upload([which], np.uint8)
@@ -296,14 +278,6 @@ def _long_step_launches(device: int) -> bool:
     with cp.cuda.Device(device):
         copy = _module(FRAME_STEPS["long"]).get_function("zs_copy")
         return int(copy.max_threads_per_block) >= FRAME_STEPS["long"]
-
-
-def _sequences(blocks: int) -> str:
-    """The sequences' kernel (a key of ``SEQUENCES``) for a batch of ``blocks`` zstd blocks:
-    ``sequences``' choice, else in place from ``_WIDE_MIN_PER_SM`` blocks an SM, else rooms."""
-    if "sequences" in _forced:
-        return _forced["sequences"]
-    return "wide" if blocks >= _WIDE_MIN_PER_SM * _sms(cp.cuda.Device().id) else "rooms"
 
 
 @functools.cache

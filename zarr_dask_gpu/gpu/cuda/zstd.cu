@@ -67,23 +67,27 @@ typedef char zblock_is_176_bytes[(sizeof(zblock) == 176) ? 1 : -1];
 #define ZS_LAST 2     // the last block of its frame
 #define ZS_CHECKED 4  // ... of a frame with a content checksum (in xxh)
 
-// Literal and match length codes: baselines and extra bits (RFC 8878 3.1.1.3.2.1). The sequences kernel
-// reads them from shared memory: each thread decodes its own block, and the constant cache serialises
-// a warp's different indices.
+// Literal and match length codes: baseline | extra bits << 24 (RFC 8878 3.1.1.3.2.1), one load a code.
+// The sequences kernel reads them from shared memory: each thread decodes its own block, and the
+// constant cache serialises a warp's different indices.
 typedef struct {
-    u32 ll_base[36], ml_base[53];
-    u8 ll_bits[36], ml_bits[53];
+    u32 ll[36], ml[53];
 } zlengths;
-__constant__ static const zlengths ZS_LENGTHS = {
-    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18,
-    20, 22, 24, 28, 32, 40, 48, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536},
-    {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
-    20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 37, 39, 41, 43, 47, 51, 59, 67, 83,
-    99, 131, 259, 515, 1027, 2051, 4099, 8195, 16387, 32771, 65539},
-    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2,
-    3, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
-    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
+#define ZS_L(base, bits) ((base) | (bits) << 24)
+__constant__ static const zlengths ZS_LENGTHS = {{
+    ZS_L(0, 0), ZS_L(1, 0), ZS_L(2, 0), ZS_L(3, 0), ZS_L(4, 0), ZS_L(5, 0), ZS_L(6, 0), ZS_L(7, 0), ZS_L(8, 0),
+    ZS_L(9, 0), ZS_L(10, 0), ZS_L(11, 0), ZS_L(12, 0), ZS_L(13, 0), ZS_L(14, 0), ZS_L(15, 0), ZS_L(16, 1),
+    ZS_L(18, 1), ZS_L(20, 1), ZS_L(22, 1), ZS_L(24, 2), ZS_L(28, 2), ZS_L(32, 3), ZS_L(40, 3), ZS_L(48, 4),
+    ZS_L(64, 6), ZS_L(128, 7), ZS_L(256, 8), ZS_L(512, 9), ZS_L(1024, 10), ZS_L(2048, 11), ZS_L(4096, 12),
+    ZS_L(8192, 13), ZS_L(16384, 14), ZS_L(32768, 15), ZS_L(65536, 16)}, {
+    ZS_L(3, 0), ZS_L(4, 0), ZS_L(5, 0), ZS_L(6, 0), ZS_L(7, 0), ZS_L(8, 0), ZS_L(9, 0), ZS_L(10, 0),
+    ZS_L(11, 0), ZS_L(12, 0), ZS_L(13, 0), ZS_L(14, 0), ZS_L(15, 0), ZS_L(16, 0), ZS_L(17, 0), ZS_L(18, 0),
+    ZS_L(19, 0), ZS_L(20, 0), ZS_L(21, 0), ZS_L(22, 0), ZS_L(23, 0), ZS_L(24, 0), ZS_L(25, 0), ZS_L(26, 0),
+    ZS_L(27, 0), ZS_L(28, 0), ZS_L(29, 0), ZS_L(30, 0), ZS_L(31, 0), ZS_L(32, 0), ZS_L(33, 0), ZS_L(34, 0),
+    ZS_L(35, 1), ZS_L(37, 1), ZS_L(39, 1), ZS_L(41, 1), ZS_L(43, 2), ZS_L(47, 2), ZS_L(51, 3), ZS_L(59, 3),
+    ZS_L(67, 4), ZS_L(83, 4), ZS_L(99, 5), ZS_L(131, 7), ZS_L(259, 8), ZS_L(515, 9), ZS_L(1027, 10),
+    ZS_L(2051, 11), ZS_L(4099, 12), ZS_L(8195, 13), ZS_L(16387, 14), ZS_L(32771, 15), ZS_L(65539, 16)}};
+#undef ZS_L
 __constant__ static const short LL_DEFAULT[36] = {4, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 2, 2, 2,
     2, 2, 2, 2, 2, 2, 3, 2, 1, 1, 1, 1, 1, -1, -1, -1, -1};
 __constant__ static const short OF_DEFAULT[29] = {1, 1, 1, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
@@ -93,9 +97,13 @@ __constant__ static const short ML_DEFAULT[53] = {1, 4, 3, 2, 2, 2, 2, 2, 2, 1, 
     -1, -1};
 
 ZD int zs_hsb(u32 x) {  // index of the highest set bit; -1 for 0
+#ifdef __CUDA_ARCH__
+    return 31 - __clz(x);
+#else
     int r = -1;
     while (x) { r++; x >>= 1; }
     return r;
+#endif
 }
 
 ZD void zs_fail(int* status, int code) {
@@ -151,12 +159,14 @@ ZD u32 zb_read(zback* b, int nbits) {  // nbits <= 26
     return (u32)(v << shift);
 }
 
-// The sequences' backward stream, read as zstd's own decoder does: a 64-bit container and the count of
-// its bits used from the top, reloaded at whole bytes. A read is two shifts, with no bounds test: the
-// sequence loop's chain of dependent instructions is what bounds that kernel (a thread a zstd block).
-// Streams under 8 bytes sit at the container's top with zeros below; a stream read to its exact start
-// ends with `used == end` at byte 0, and over-reads of a corrupt stream give garbage bits, never loads.
-typedef struct { const u8* s; int at, used, end, n; u64 bits; } zrev;
+// The sequences' backward stream, read as zstd's own decoder does: a 64-bit container, reloaded at whole
+// bytes, and the count of its bits used from the top; `cur` is the container shifted left by that count,
+// so that a read is two shifts of its top word and a shift of `cur`, and no read waits on another's
+// count. Reads have no bounds test: the sequence loop's chain of dependent instructions is what bounds
+// that kernel (a thread a zstd block). Streams under 8 bytes sit at the container's top with zeros
+// below; a stream read to its exact start ends with `used == end` at byte 0, and over-reads of a corrupt
+// stream give garbage bits, never loads.
+typedef struct { const u8* s; int at, used, end, n; u64 cur; } zrev;
 
 // Eight bytes at p, inside the stream: on the device as the two aligned words holding them (two loads,
 // not eight) where those 16 bytes end inside the stream too; the first word may begin up to 7 bytes
@@ -167,7 +177,8 @@ typedef struct { const u8* s; int at, used, end, n; u64 bits; } zrev;
 __device__ __forceinline__ u64 zs_words8(const u8* p) {
     const u64* w = (const u64*)((size_t)p & ~(size_t)7);
     int sh = (int)((size_t)p & 7) * 8;
-    return sh ? (w[0] >> sh) | (w[1] << (64 - sh)) : w[0];
+    u64 lo = __ldg(w);  // the read-only path: the compressed bytes do not change under the kernel
+    return sh ? (lo >> sh) | (__ldg(w + 1) << (64 - sh)) : lo;
 }
 __device__ __noinline__ u64 zs_bytes8(const u8* p) { return zs_le(p, 8); }
 #endif
@@ -178,30 +189,34 @@ ZD int zr_init(zrev* r, const u8* s, int n) {
     r->n = n;
     r->at = n >= 8 ? n - 8 : 0;
     r->end = n >= 8 ? 64 : 8 * n;
-    r->bits = n >= 8 ? zs_le(s + n - 8, 8) : zs_le(s, n) << (64 - 8 * n);
+    u64 bits = n >= 8 ? zs_le(s + n - 8, 8) : zs_le(s, n) << (64 - 8 * n);
     r->used = 8 - zs_hsb(s[n - 1]);  // the padding above the end mark, and the mark
+    r->cur = bits << r->used;
     return 1;
 }
 
 ZD void zr_reload(zrev* r) {
     int k = r->used >> 3;
     if (k > r->at) k = r->at;
-    if (k) {
+    if (k) {  // else `cur` holds what it would load (and a stream under 8 bytes has no more)
         r->at -= k;
         r->used -= 8 * k;
+        u64 bits;
 #ifdef __CUDA_ARCH__
-        if (r->at + 16 <= r->n) r->bits = zs_words8(r->s + r->at);  // the two words end by at + 16
-        else r->bits = zs_bytes8(r->s + r->at);
+        if (r->at + 16 <= r->n) bits = zs_words8(r->s + r->at);  // the two words end by at + 16
+        else bits = zs_bytes8(r->s + r->at);
 #else
-        r->bits = zs_le(r->s + r->at, 8);
+        bits = zs_le(r->s + r->at, 8);
 #endif
+        r->cur = r->used < 64 ? bits << r->used : 0;  // 64 or more: a corrupt stream read past its start
     }
 }
 
 ZD u32 zr_read(zrev* r, int nbits) {  // nbits <= 31
-    u64 v = ((r->bits << (r->used & 63)) >> 1) >> ((63 - nbits) & 63);
+    u32 v = ((u32)(r->cur >> 32) >> 1) >> (31 - nbits);
+    r->cur <<= nbits;
     r->used += nbits;
-    return (u32)v;
+    return v;
 }
 
 // Forward, little-endian bit order, within [s, s + n).
@@ -285,6 +300,16 @@ ZD int zs_fse_header(zfwd* f, u32* t, int max_log, int max_sym, int* log_out) {
     f->bit = (f->bit + 7) & ~7ll;
     *log_out = log;
     return zs_fse_build(t, norm, sym, log);
+}
+
+// A sequences table as the sequences kernel keeps it, half the room of the above: symbol | d << 6, where
+// state s's next is (d << nb) - size + the next nb bits, nb = log - hsb(d) (d, the symbol's count as
+// zs_fse_build numbers it, is below 2 << log; every sequences symbol is below 64).
+ZD void zs_fse_pack(u16* out, const u32* t, int log) {
+    for (int i = 0; i < (1 << log); i++) {
+        u32 nb = (t[i] >> 8) & 0xff, base = t[i] >> 16;
+        out[i] = (u16)((t[i] & 0xff) | (((base + (1u << log)) >> nb) << 6));
+    }
 }
 
 // ---- frames and block headers (a thread a chunk) ------------------------------------------------------
@@ -535,7 +560,7 @@ ZD int zs_huf_table(const u8* b, int n, u16* t, int* bits_out, int* used) {
     return 1;
 }
 
-ZD void zs_tables_item(i64 i, const u8* const* src, zblock* blocks, u16* huf, u32* fse, int* status) {
+ZD void zs_tables_item(i64 i, const u8* const* src, zblock* blocks, u16* huf, u16* fse, int* status) {
     zblock* r = blocks + i;
     if (r->type != 2 || status[r->chunk]) return;
     const u8* b = src[r->chunk] + r->src;
@@ -559,7 +584,7 @@ ZD void zs_tables_item(i64 i, const u8* const* src, zblock* blocks, u16* huf, u3
     const int dn[3] = {36, 29, 53}, dlog[3] = {6, 5, 6}, maxlog[3] = {9, 8, 9}, maxsym[3] = {35, 31, 52};
     for (int k = 0; k < 3; k++) {
         int m = (r->modes >> (6 - 2 * k)) & 3;
-        u32* t = fse + (i * 3 + k) * ZS_FSE_ENTRIES;
+        u32 t[ZS_FSE_ENTRIES];
         int ok = 1;
         if (m == 0) {
             short norm[53];
@@ -581,6 +606,7 @@ ZD void zs_tables_item(i64 i, const u8* const* src, zblock* blocks, u16* huf, u3
             zs_fail(status + r->chunk, ZS_CORRUPT);
             return;
         }
+        if (m != 3) zs_fse_pack(fse + (i * 3 + k) * ZS_FSE_ENTRIES, t, r->fse_log[k]);
     }
     r->bits_at = r->seq_at + (int)(f.bit / 8);
     if (r->bits_at >= r->size) zs_fail(status + r->chunk, ZS_CORRUPT);
@@ -680,51 +706,50 @@ ZD int zs_huf_entries(const zblock* blocks, i64 i, const int* status) {
 // ---- sequences (a thread a block) --------------------------------------------------------------------------
 // A sequence: literal length (18 bits), match length (18 bits), offset (28 bits: the offset, or
 // ZS_SYMBOLIC | slot << 25 | d for "slot j of the block's incoming repeat offsets, minus d").
-// Each thread first copies its block's three FSE tables into its own `room` (shared memory on the
-// device): the loop's table lookups are the links of its chain of dependent loads, and a batch's
-// tables in global memory (5 KiB a block, all blocks in flight) far outgrow the L2 cache. Without a
-// room (`room` null: zs_sequences_wide) the lookups read the tables where zs_tables built them.
+// Each thread first copies its block's three FSE tables (zs_fse_pack's, 2.5 KiB) into its own `room`
+// (shared memory on the device): the loop's table lookups are the links of its chain of dependent
+// loads, and a batch's tables in global memory (all blocks in flight) far outgrow the L2 cache (read
+// there, through the caches, A's 2,048 chunks of 8 MiB took 205 ms against 144 in rooms on an H200).
 
 #define ZS_SEQ_ROOM (2 * ZS_FSE_ENTRIES + 256)  // LL and ML tables (accuracy log 9), OF's (log 8)
 
 ZD u32 zs_minus1(u32 h) { return (h & ZS_SYMBOLIC) ? h + 1 : (h ? h - 1 : 0); }
 
-ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u32* fse, const zlengths* len,
-                          u64* seqs, int* status, u32* room) {
+ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u16* fse, const zlengths* len,
+                          u64* seqs, int* status, u16* room) {
     zblock* r = blocks + i;
     if (r->type != 2 || status[r->chunk]) return;
     u32 h0 = r->hist_in[0], h1 = r->hist_in[1], h2 = r->hist_in[2];
     i64 total = r->lit_size;
-    if (r->nseq) {
+    const int nseq = r->nseq;
+    if (nseq) {
         const u8* b = src[r->chunk] + r->src;
-        const u32* t[3];
+        const u16* t[3];
         int log[3];
         const int at[3] = {0, 2 * ZS_FSE_ENTRIES, ZS_FSE_ENTRIES}, logmax[3] = {9, 8, 9};  // LL, OF, ML
         for (int k = 0; k < 3; k++) {
-            const u32* table = fse + ((i64)r->def[k] * 3 + k) * ZS_FSE_ENTRIES;
+            const u16* table = fse + ((i64)r->def[k] * 3 + k) * ZS_FSE_ENTRIES;
             log[k] = blocks[r->def[k]].fse_log[k];
             if (log[k] < 0 || log[k] > logmax[k]) {  // the bound again: the table must fit its room
                 zs_fail(status + r->chunk, ZS_CORRUPT);
                 return;
             }
-            if (room) {
-                for (int e = 0; e < (1 << log[k]); e++) room[at[k] + e] = table[e];
-                t[k] = room + at[k];
-            } else {
-                t[k] = table;
-            }
+            for (int e = 0; e < (1 << log[k]); e++) room[at[k] + e] = table[e];
+            t[k] = room + at[k];
         }
+        const u32 size_l = 1u << log[0], size_o = 1u << log[1], size_m = 1u << log[2];
         zrev bs;
         if (!zr_init(&bs, b + r->bits_at, r->size - r->bits_at)) {
             zs_fail(status + r->chunk, ZS_CORRUPT);
             return;
         }
         u32 sl = zr_read(&bs, log[0]), so = zr_read(&bs, log[1]), sm = zr_read(&bs, log[2]);
-        i64 litsum = 0, most = r->bmax;
+        const i64 lit_size = r->lit_size, most = r->bmax;
+        i64 litsum = 0;
         u64* out = seqs + r->seq;
-        for (int k = 0; k < r->nseq; k++) {
+        for (int k = 0; k < nseq; k++) {
             u32 el = t[0][sl], eo = t[1][so], em = t[2][sm];
-            u32 lc = el & 0xff, oc = eo & 0xff, mc = em & 0xff;
+            u32 lc = el & 63, oc = eo & 63, mc = em & 63;
             if (lc > 35 || mc > 52) {
                 zs_fail(status + r->chunk, ZS_CORRUPT);
                 return;
@@ -733,15 +758,19 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u32
                 zs_fail(status + r->chunk, ZS_UNSUPPORTED);
                 return;
             }
+            u32 lx = len->ll[lc], mx = len->ml[mc];
             zr_reload(&bs);  // 57 bits or more: the offset's 26 and the match length's 16
             u32 ofv = (1u << oc) + zr_read(&bs, (int)oc);
-            u32 ml = len->ml_base[mc] + zr_read(&bs, len->ml_bits[mc]);
+            u32 ml = (mx & 0xffffff) + zr_read(&bs, (int)(mx >> 24));
             zr_reload(&bs);  // the literal length's 16 and the states' 26
-            u32 ll = len->ll_base[lc] + zr_read(&bs, len->ll_bits[lc]);
-            if (k != r->nseq - 1) {
-                sl = (el >> 16) + zr_read(&bs, (el >> 8) & 0xff);
-                sm = (em >> 16) + zr_read(&bs, (em >> 8) & 0xff);
-                so = (eo >> 16) + zr_read(&bs, (eo >> 8) & 0xff);
+            u32 ll = (lx & 0xffffff) + zr_read(&bs, (int)(lx >> 24));
+            if (k != nseq - 1) {  // the states' bits in one read: LL's, then ML's, then OF's
+                u32 dl = el >> 6, dm = em >> 6, d_o = eo >> 6;
+                int nl = log[0] - zs_hsb(dl), nm = log[2] - zs_hsb(dm), no = log[1] - zs_hsb(d_o);
+                u32 v = zr_read(&bs, nl + nm + no);
+                sl = (dl << nl) - size_l + (v >> (nm + no));
+                sm = (dm << nm) - size_m + ((v >> no) & ((1u << nm) - 1));
+                so = (d_o << no) - size_o + (v & ((1u << no) - 1));
             }
             u32 off;
             if (ofv > 3) {
@@ -762,7 +791,7 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u32
             }
             litsum += ll;
             total += ml;
-            if (litsum > r->lit_size || total > most) {
+            if (litsum > lit_size || total > most) {
                 zs_fail(status + r->chunk, ZS_CORRUPT);
                 return;
             }
@@ -1321,7 +1350,7 @@ __global__ void zs_fill(i64 n, const u64* src, const i64* sizes, const i64* expe
     if (!status[i]) zs_walk((const u8*)src[i], sizes[i], expected[i], (int)i, counts + 3 * i, blocks, base + 3 * i);
 }
 
-__global__ void zs_tables(i64 n, const u64* src, zblock* blocks, u16* huf, u32* fse, int* status) {
+__global__ void zs_tables(i64 n, const u64* src, zblock* blocks, u16* huf, u16* fse, int* status) {
     ZS_ITEM;
     zs_tables_item(i, ZS_SRC, blocks, huf, fse, status);
 }
@@ -1345,29 +1374,16 @@ zs_literals(i64 n, const u64* src, const zblock* blocks, const u16* huf, u8* lit
     if (i < n) zs_literals_item(i, ZS_SRC, blocks, huf, lits, status, m ? rooms[g] : 0);
 }
 
-// ZS_SEQ_THREADS threads a thread block: their rooms (40 KiB) leave room for five per SM, each warp on
-// its own scheduler
+// ZS_SEQ_THREADS threads a thread block: their rooms (20 KiB) leave room for ten per SM (80 threads), spread
+// over the schedulers
 #define ZS_SEQ_THREADS 8
-__global__ void zs_sequences(i64 n, const u64* src, zblock* blocks, const u32* fse, u64* seqs, int* status) {
+__global__ void zs_sequences(i64 n, const u64* src, zblock* blocks, const u16* fse, u64* seqs, int* status) {
     __shared__ zlengths lengths;
-    __shared__ u32 rooms[ZS_SEQ_THREADS][ZS_SEQ_ROOM];
+    __shared__ u16 rooms[ZS_SEQ_THREADS][ZS_SEQ_ROOM];
     if (threadIdx.x == 0) lengths = ZS_LENGTHS;
     __syncthreads();
     ZS_ITEM;
     zs_sequences_item(i, ZS_SRC, blocks, fse, &lengths, seqs, status, rooms[threadIdx.x]);
-}
-
-// The same without rooms, the lookups through the caches: the rooms hold 40 threads an SM, and a batch
-// of more blocks runs them round after round. The launcher bounds the grid (zstd_blocks.SEQUENCES), each
-// thread taking block after block: all the tables in flight at once outgrow the L2 cache too.
-#define ZS_SEQ_WIDE_THREADS 64
-__global__ void __launch_bounds__(ZS_SEQ_WIDE_THREADS)
-zs_sequences_wide(i64 n, const u64* src, zblock* blocks, const u32* fse, u64* seqs, int* status) {
-    __shared__ zlengths lengths;
-    if (threadIdx.x == 0) lengths = ZS_LENGTHS;
-    __syncthreads();
-    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
-        zs_sequences_item(i, ZS_SRC, blocks, fse, &lengths, seqs, status, 0);
 }
 
 __global__ void zs_place(i64 n, const i64* base, const i64* counts, zblock* blocks, const i64* expected,
@@ -1546,7 +1562,7 @@ int zs_host_decode(i64 n, const u8* const* src, const i64* sizes, u8* const* dst
     }
     zblock* blocks = (zblock*)calloc(tb + 1, sizeof(zblock));
     u16* huf = (u16*)calloc((tb + 1) * ZS_HUF_ENTRIES, sizeof(u16));
-    u32* fse = (u32*)calloc((tb + 1) * 3 * ZS_FSE_ENTRIES, sizeof(u32));
+    u16* fse = (u16*)calloc((tb + 1) * 3 * ZS_FSE_ENTRIES, sizeof(u16));
     u8* lits = (u8*)calloc(tl + 1, 1);
     u64* seqs = (u64*)calloc(ts + 1, sizeof(u64));
     for (i64 c = 0; c < n; c++) {
@@ -1559,9 +1575,8 @@ int zs_host_decode(i64 n, const u8* const* src, const i64* sizes, u8* const* dst
         for (int e = 0; e < m; e++) hroom[e] = huf[(i64)blocks[b].huf * ZS_HUF_ENTRIES + e];
         for (int k = 0; k < 4; k++) zs_literals_item(4 * b + k, src, blocks, huf, lits, status, m ? hroom : 0);
     }
-    u32 room[ZS_SEQ_ROOM];  // odd blocks read their tables in place, as zs_sequences_wide does
-    for (i64 i = 0; i < tb; i++)
-        zs_sequences_item(i, src, blocks, fse, &ZS_LENGTHS, seqs, status, i & 1 ? 0 : room);
+    u16 room[ZS_SEQ_ROOM];
+    for (i64 i = 0; i < tb; i++) zs_sequences_item(i, src, blocks, fse, &ZS_LENGTHS, seqs, status, room);
     for (i64 c = 0; c < n; c++) zs_place_item(c, base, counts, blocks, expected, status);
     u8* none = (u8*)calloc(n + 1, 1);  // ZS_BY_FRAME
     if (!copier) copier = none;
