@@ -250,6 +250,12 @@ def check(args: argparse.Namespace, ds: Any, first: dict[str, torch.Tensor], nam
 
 def baseline(args: argparse.Namespace, kind: str, workers: int, step: Any) -> dict[str, float]:
     data = ZarrPython(args.path, list(NAMES[: args.variables]), kind == "patches", args.times)
+    batches, need = len(data) // batch_size(args, kind), (2 + args.rounds) * workers
+    if batches < need:  # the warm batches and the timed ones come from one epoch
+        raise SystemExit(
+            f"DataLoader, {workers} workers: an epoch of {batches} {kind} batches, fewer than the {need} "
+            "warmed and timed: raise --times or lower --rounds"
+        )
     per_sample = sample_bytes(args, kind)
     loader = torch.utils.data.DataLoader(
         data,
