@@ -9,7 +9,8 @@ wrote dataset A:
 With ``--blosc`` the frames are a blosc store's inner zstd streams (dataset E: ``--path
 /tmp/bench-a.zarr-E --blosc --chunks 65536``). With ``--once`` it decodes one batch of ``--chunks`` by
 the rule, once, checked, and stops: for a profiler (the ``ncu`` step of ``scripts/gpu_check.sh``). With
-``--no-variants`` it stops after the rules and the forced copiers.
+``--no-variants`` it stops after the rules and the forced copiers; ``--variants REGEX`` times only the
+variants whose titles it finds.
 """
 
 import argparse
@@ -36,6 +37,7 @@ p.add_argument(
 )
 p.add_argument("--once", action="store_true", help="one checked decode of --chunks, for a profiler")
 p.add_argument("--copiers", default=",".join(zstd_blocks.COPIERS), help="the copiers to force, in turn")
+p.add_argument("--variants", default="", help="a regular expression: the variants whose titles it finds")
 p.add_argument(
     "--no-variants",
     action="store_true",
@@ -158,6 +160,10 @@ variants = {
 }
 for step in (128, 256, 512, 1024):  # the frame copier's steps (its thread block: compiled_from follows)
     variants[f"copier steps of {step} sequences"] = [(source, f"#define ZS_STEP {step}\n" + source)]
+for blocks in (5, 6):  # the frame copier at more thread blocks an SM than its registers allow (4)
+    variants[f"copier at {blocks} thread blocks an SM (launch bounds)"] = [
+        ("__global__ void zs_copy(", f"__global__ void __launch_bounds__(ZS_STEP, {blocks}) zs_copy(")
+    ]
 for other in args.compare:  # whole sources, e.g. another branch's, timed beside this one's
     variants[f"source {other}"] = [(source, kernels.source(Path(other).name, Path(other).parent))]
 
@@ -172,6 +178,8 @@ mine = signatures(source)
 
 
 for title, edits in variants.items():
+    if not re.search(args.variants, title):
+        continue
     changed = source
     for old, new in edits:
         changed = changed.replace(old, new)
