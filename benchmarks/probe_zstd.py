@@ -3,8 +3,8 @@ one batch of every chunk and of a task's 32, by the batch's rules and with each 
 (``zstd_blocks.copier``: a thread block a frame, by waves, a warp a frame; ``--copiers`` picks), each
 kernel's time (``zstd_blocks.kernel_times``: CUDA events), values checked against numcodecs; then
 variants of the source with parts of the work taken out, and other sources (``--compare``, say another
-branch's), timed the same way (``zstd_blocks.compiled_from``). Run on the GPU host after `zarr-dask-gpu bench`
-wrote dataset A:
+branch's), timed the same way (``zstd_blocks.compiled_from``), the other sources' values checked too.
+Run on the GPU host after `zarr-dask-gpu bench` wrote dataset A:
     python3 benchmarks/probe_zstd.py [--path /tmp/bench-a.zarr] [--chunks 512] [--compare OTHER.cu ...]
 With ``--blosc`` the frames are a blosc store's inner zstd streams (dataset E: ``--path
 /tmp/bench-a.zarr-E --blosc --chunks 65536``). With ``--once`` it decodes one batch of ``--chunks`` by
@@ -164,8 +164,9 @@ for blocks in (5, 6):  # the frame copier at more thread blocks an SM than its r
     variants[f"copier at {blocks} thread blocks an SM (launch bounds)"] = [
         ("__global__ void zs_copy(", f"__global__ void __launch_bounds__(ZS_STEP, {blocks}) zs_copy(")
     ]
-for other in args.compare:  # whole sources, e.g. another branch's, timed beside this one's
+for other in args.compare:  # whole sources, e.g. another branch's, timed beside this one's and checked
     variants[f"source {other}"] = [(source, kernels.source(Path(other).name, Path(other).parent))]
+checked = {f"source {other}" for other in args.compare}
 
 
 def signatures(code: str) -> dict[str, str]:
@@ -193,10 +194,17 @@ for title, edits in variants.items():
     with zstd_blocks.compiled_from(changed):
         for n in batches:
             t = float("nan")
+            out.fill(0)  # what the source writes, not an earlier one's
             with zstd_blocks.kernel_times() as launches, contextlib.suppress(AssertionError):
                 decode(n, "blocks")  # compiles the module at the first launch
                 t = timed(lambda n=n: decode(n, "blocks"), 1)
             ms = dict(launches)  # each kernel's last launch: the timed pass's
+            if title in checked:  # a whole source decodes as libzstd does; the parts taken out do not
+                try:
+                    check(n, title)
+                    print(f"{title}, {n} chunks: values equal libzstd's", flush=True)
+                except AssertionError as e:
+                    print(f"{title}, {n} chunks: values differ from libzstd's at {e}", flush=True)
             print(
                 f"{title}, {n} chunks: {t * 1e3:.1f} ms, zs_copy {ms.get('zs_copy', float('nan')):.1f} ms "
                 f"(zs_sequences {ms.get('zs_sequences', float('nan')):.1f} ms)",
