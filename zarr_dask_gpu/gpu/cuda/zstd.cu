@@ -897,16 +897,6 @@ ZD const u8* zs_src(const zstep* s, int j, int p, const u8* lit, const u8* befor
     }
 }
 
-// A byte's source when it lies outside the step (a literal, or a byte written before the step), else
-// nothing: the byte is deferred, so that the few lookups inside a step (0.115 a byte on the benchmark's
-// chunks) do not hold up every lane of a warp, each lane at its own byte.
-ZD const u8* zs_direct(const zstep* s, int j, int p, const u8* lit, const u8* before) {
-    int m = s->mstart[j];
-    if (p < m) return lit + s->lstart[j] + p - s->ostart[j];
-    int o = s->off[j], q = p - m < o ? p - o : m - o + (p - m) % o;
-    return q < 0 ? before + q : 0;
-}
-
 ZD int zs_defer(zstep* s, int p, int j) {  // 0 when the list is full
 #ifdef __CUDA_ARCH__
     int k = atomicAdd(&s->ndefer, 1);
@@ -919,17 +909,38 @@ ZD int zs_defer(zstep* s, int p, int j) {  // 0 when the list is full
 }
 
 // Bytes [p0, p1) of the step, from sequence j on, eight at a time: the sources of those outside the
-// step found, then read together (the loads in flight at once), then written; the others deferred
-// (past the list's room, chased here).
+// step (a literal, or a byte written before the step) found, then read together (the loads in flight
+// at once), then written. The others are deferred, so that the few lookups inside a step (0.115 a byte
+// on the benchmark's chunks) do not hold up every lane of a warp, each lane at its own byte (past the
+// list's room, chased here). The sequence's bounds, offset and literals stay in registers
+// while p moves through it, and a match's source moves with p, back by the offset at the end of a
+// period: a byte costs no lookup in the step's table and no division.
 ZD void zs_put(zstep* s, int j, int p0, int p1, const u8* lit, u8* at) {
+    int e = s->ostart[j + 1], m = s->mstart[j], off = s->off[j];
+    const u8* l = lit + s->lstart[j] - s->ostart[j];  // the literal of step byte x < m: l[x]
+    // the source of the next byte of the match: its first period's, repeated where it overlaps itself
+    int q = p0 < m ? m - off : (p0 - m < off ? p0 - off : m - off + (p0 - m) % off);
     for (int p = p0; p < p1; p += 8) {
         const u8* from[8];
         for (int u = 0; u < 8; u++) {
-            while (j + 1 < s->n && s->ostart[j + 1] <= p + u) j++;
+            int x = p + u;
             const u8* f = 0;
-            if (p + u < p1) {
-                f = zs_direct(s, j, p + u, lit, at);
-                if (!f && !zs_defer(s, p + u, j)) f = zs_src(s, j, p + u, lit, at);
+            if (x < p1) {
+                if (x == e) {  // the next sequence (none is empty: a match is 3 bytes or more)
+                    j++;
+                    e = s->ostart[j + 1];
+                    m = s->mstart[j];
+                    off = s->off[j];
+                    l = lit + s->lstart[j] - s->ostart[j];
+                    q = m - off;
+                }
+                if (x < m) {
+                    f = l + x;
+                } else {
+                    if (q < 0) f = at + q;
+                    else if (!zs_defer(s, x, j)) f = zs_src(s, j, x, lit, at);
+                    q = q + 1 == m ? m - off : q + 1;
+                }
             }
             from[u] = f;
         }
