@@ -165,7 +165,7 @@ ZD u32 zb_read(zback* b, int nbits) {  // nbits <= 26
 // count. Reads have no bounds test: the sequence loop's chain of dependent instructions is what bounds
 // that kernel (a thread a zstd block). Streams under 8 bytes sit at the container's top with zeros
 // below; a stream read to its exact start ends with `used == end` at byte 0, and over-reads of a corrupt
-// stream give garbage bits, never loads.
+// stream read zeros, never loads.
 typedef struct { const u8* s; int at, used, end, n; u64 cur; } zrev;
 
 // Eight bytes at p, inside the stream: on the device as the two aligned words holding them (two loads,
@@ -208,7 +208,7 @@ ZD void zr_reload(zrev* r) {
 #else
         bits = zs_le(r->s + r->at, 8);
 #endif
-        r->cur = r->used < 64 ? bits << r->used : 0;  // 64 or more: a corrupt stream read past its start
+        r->cur = bits << r->used;  // used < 50: reloads come 42 bits apart at most, the first after 34
     }
 }
 
@@ -230,14 +230,19 @@ ZD int zf_peek(const zfwd* f, int nbits, u32* v) {
     return 1;
 }
 
-// ---- FSE tables: entry = symbol | nbits << 8 | new-state base << 16 ---------------------------------
+// ---- FSE tables ----------------------------------------------------------------------------------------
+// Built into `t` (the literals' Huffman weights): entry = symbol | nbits << 8 | new-state base << 16; or
+// into `packed` (the sequences' tables, half the room): entry = symbol | d << 6, where d is the symbol's
+// count as the build numbers its states (below 2 << log; every sequences symbol is below 64), so that
+// state s's next is (d << nb) - size + the next nb bits, nb = log - hsb(d). One of the two is given.
 
-ZD int zs_fse_build(u32* t, const short* norm, int nsym, int log) {
+ZD int zs_fse_build(u32* t, u16* packed, const short* norm, int nsym, int log) {
     int size = 1 << log, high = size - 1;
     u16 next[256];
     for (int s = 0; s < nsym; s++) {
         if (norm[s] == -1) {
-            t[high--] = (u32)s;
+            if (t) t[high--] = (u32)s;
+            else packed[high--] = (u16)s;
             next[s] = 1;
         }
     }
@@ -246,14 +251,18 @@ ZD int zs_fse_build(u32* t, const short* norm, int nsym, int log) {
         if (norm[s] <= 0) continue;
         next[s] = (u16)norm[s];
         for (int i = 0; i < norm[s]; i++) {
-            t[pos] = (u32)s;
+            if (t) t[pos] = (u32)s;
+            else packed[pos] = (u16)s;
             do { pos = (pos + step) & mask; } while (pos > high);
         }
     }
     if (pos != 0) return 0;
     for (int i = 0; i < size; i++) {
-        u32 s = t[i] & 0xff;
-        u32 d = next[s]++;
+        u32 s = t ? t[i] & 0xff : packed[i], d = next[s]++;
+        if (packed) {
+            packed[i] = (u16)(s | d << 6);
+            continue;
+        }
         u32 nb = (u32)(log - zs_hsb(d));
         u32 base = ((d << nb) - (u32)size) & 0xffff;
         t[i] = s | (nb << 8) | (base << 16);
@@ -262,7 +271,7 @@ ZD int zs_fse_build(u32* t, const short* norm, int nsym, int log) {
 }
 
 // An FSE table description at f (read forward); the stream continues at the next whole byte.
-ZD int zs_fse_header(zfwd* f, u32* t, int max_log, int max_sym, int* log_out) {
+ZD int zs_fse_header(zfwd* f, u32* t, u16* packed, int max_log, int max_sym, int* log_out) {
     u32 v;
     if (!zf_peek(f, 4, &v)) return 0;
     f->bit += 4;
@@ -299,17 +308,7 @@ ZD int zs_fse_header(zfwd* f, u32* t, int max_log, int max_sym, int* log_out) {
     if (remaining != 0) return 0;
     f->bit = (f->bit + 7) & ~7ll;
     *log_out = log;
-    return zs_fse_build(t, norm, sym, log);
-}
-
-// A sequences table as the sequences kernel keeps it, half the room of the above: symbol | d << 6, where
-// state s's next is (d << nb) - size + the next nb bits, nb = log - hsb(d) (d, the symbol's count as
-// zs_fse_build numbers it, is below 2 << log; every sequences symbol is below 64).
-ZD void zs_fse_pack(u16* out, const u32* t, int log) {
-    for (int i = 0; i < (1 << log); i++) {
-        u32 nb = (t[i] >> 8) & 0xff, base = t[i] >> 16;
-        out[i] = (u16)((t[i] & 0xff) | (((base + (1u << log)) >> nb) << 6));
-    }
+    return zs_fse_build(t, packed, norm, sym, log);
 }
 
 // ---- frames and block headers (a thread a chunk) ------------------------------------------------------
@@ -504,7 +503,7 @@ ZD int zs_huf_table(const u8* b, int n, u16* t, int* bits_out, int* used) {
         zfwd f = {b + 1, h, 0};
         u32 ft[128];
         int log;
-        if (!zs_fse_header(&f, ft, 7, 255, &log)) return 0;
+        if (!zs_fse_header(&f, ft, 0, 7, 255, &log)) return 0;
         zback s;
         if (!zb_init(&s, b + 1 + f.bit / 8, h - f.bit / 8)) return 0;
         u32 st[2];  // two interleaved states take turns; once the stream runs out, the other's symbol ends it
@@ -584,21 +583,21 @@ ZD void zs_tables_item(i64 i, const u8* const* src, zblock* blocks, u16* huf, u1
     const int dn[3] = {36, 29, 53}, dlog[3] = {6, 5, 6}, maxlog[3] = {9, 8, 9}, maxsym[3] = {35, 31, 52};
     for (int k = 0; k < 3; k++) {
         int m = (r->modes >> (6 - 2 * k)) & 3;
-        u32 t[ZS_FSE_ENTRIES];
+        u16* t = fse + (i * 3 + k) * ZS_FSE_ENTRIES;
         int ok = 1;
         if (m == 0) {
             short norm[53];
             for (int s = 0; s < dn[k]; s++) norm[s] = dflt[k][s];
-            ok = zs_fse_build(t, norm, dn[k], dlog[k]);
+            ok = zs_fse_build(0, t, norm, dn[k], dlog[k]);
             r->fse_log[k] = dlog[k];
         } else if (m == 1) {
             u32 v = 0;
             ok = zf_peek(&f, 8, &v) && (int)v <= maxsym[k];
             f.bit += 8;
-            t[0] = v;  // one state, no bits, base 0
+            t[0] = (u16)(v | 1u << 6);  // one state: d 1, no bits, next state 0
             r->fse_log[k] = 0;
         } else if (m == 2) {
-            ok = zs_fse_header(&f, t, maxlog[k], maxsym[k], &r->fse_log[k]);
+            ok = zs_fse_header(&f, 0, t, maxlog[k], maxsym[k], &r->fse_log[k]);
         } else {
             r->fse_log[k] = -1;  // blocks[def].fse_log, read when decoding
         }
@@ -606,7 +605,6 @@ ZD void zs_tables_item(i64 i, const u8* const* src, zblock* blocks, u16* huf, u1
             zs_fail(status + r->chunk, ZS_CORRUPT);
             return;
         }
-        if (m != 3) zs_fse_pack(fse + (i * 3 + k) * ZS_FSE_ENTRIES, t, r->fse_log[k]);
     }
     r->bits_at = r->seq_at + (int)(f.bit / 8);
     if (r->bits_at >= r->size) zs_fail(status + r->chunk, ZS_CORRUPT);
@@ -706,7 +704,7 @@ ZD int zs_huf_entries(const zblock* blocks, i64 i, const int* status) {
 // ---- sequences (a thread a block) --------------------------------------------------------------------------
 // A sequence: literal length (18 bits), match length (18 bits), offset (28 bits: the offset, or
 // ZS_SYMBOLIC | slot << 25 | d for "slot j of the block's incoming repeat offsets, minus d").
-// Each thread first copies its block's three FSE tables (zs_fse_pack's, 2.5 KiB) into its own `room`
+// Each thread first copies its block's three FSE tables (packed: 2.5 KiB) into its own `room`
 // (shared memory on the device): the loop's table lookups are the links of its chain of dependent
 // loads, and a batch's tables in global memory (all blocks in flight) far outgrow the L2 cache (read
 // there, through the caches, A's 2,048 chunks of 8 MiB took 205 ms against 144 in rooms on an H200).
