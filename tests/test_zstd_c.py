@@ -6,8 +6,10 @@ Each copier runs here with its lanes or steps played one after another, the warp
 the last; the gpu-marked tests run the whole decoder on the device.
 """
 
+import ast
 import ctypes
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -135,6 +137,29 @@ LEVELS = [-7, 1, 3, 9, 19, 22]
 
 
 EACH_COPIER = pytest.mark.parametrize("copier", list(COPIERS))
+
+
+def test_the_launchers_constants_are_the_sources():
+    """``zstd_blocks`` launches each kernel with the threads that ``zstd.cu``'s shared arrays are sized
+    by (a kernel indexes them by thread: more threads would write past them) and names the copiers
+    by its numbers. ``zstd_blocks`` imports cupy, so its constants are read from its text."""
+    defines = {k: int(v) for k, v in re.findall(r"^#define (ZS_\w+) (\d+)", SOURCE.read_text(), re.M)}
+    consts = {}
+    for node in ast.parse((kernels.CUDA.parent / "zstd_blocks.py").read_text()).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            try:
+                consts[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    pairs = {"_STEP": "ZS_STEP", "_SEQ_THREADS": "ZS_SEQ_THREADS", "_LIT_THREADS": "ZS_LIT_THREADS"}
+    pairs |= {"_XXH_THREADS": "ZS_XXH_THREADS", "_WARPS": "ZS_WARPS", "_WAVES_MAX": "ZS_WAVES_MAX"}
+    assert {k: consts[k] for k in pairs} == {k: defines[v] for k, v in pairs.items()}
+    numbers = {
+        "frames": defines["ZS_BY_FRAME"],
+        "waves": defines["ZS_BY_WAVES"],
+        "warps": defines["ZS_BY_WARP"],
+    }
+    assert consts["COPIERS"] == COPIERS == numbers
 
 
 @EACH_COPIER
