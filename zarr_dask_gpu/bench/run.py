@@ -126,7 +126,7 @@ def chart(doc: dict[str, Any], path: str) -> None:
     ax.set_xlabel("GB/s decoded (ceilings: their own unit)")
     fig.suptitle(f"zarr-dask-gpu bench, {doc['meta'].get('device', '?')}")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # the long row titles widen the figure
     plt.close(fig)
 
 
