@@ -11,6 +11,7 @@ started and how long it took), and for the full case one line per task.
 
 Run on the GPU host after `zarr-dask-gpu bench` has written its dataset:
     python3 benchmarks/timeline.py [--path /tmp/bench-a.zarr] [--threads 16] [--cold] [--case PREFIX]
+        [--settings coalesce-tasks=4,read-slots=0 ...]
 With ``--cold`` the dataset's files leave the page cache before each pass. ``--scratch`` reports one
 task's peak device memory per ``decode-call-bytes`` instead.
 """
@@ -30,7 +31,7 @@ import numpy as np
 
 from zarr_dask_gpu.bench import datasets
 from zarr_dask_gpu.bench.ceilings import compressed, kvikio_read_all
-from zarr_dask_gpu.bench.timing import drop_cache, free_device, settings, sync_device
+from zarr_dask_gpu.bench.timing import drop_cache, free_device, parse_settings, settings, sync_device
 from zarr_dask_gpu.gpu import decompress, phases, setup, streams, validate
 from zarr_dask_gpu.gpu.reader import KvikioReader
 from zarr_dask_gpu.metadata import open_array_info
@@ -81,6 +82,12 @@ def main() -> None:
     p.add_argument("--scratch", action="store_true", help="only report a task's peak device memory")
     p.add_argument("--case", action="append", help="run only the cases whose names start so (repeatable)")
     p.add_argument("--cold", action="store_true", help="the page cache dropped before each pass (untimed)")
+    p.add_argument(
+        "--settings",
+        action="append",
+        default=[],
+        help='a case more with these settings, as "coalesce-tasks=4,read-slots=0" (repeatable)',
+    )
     args = p.parse_args()
     if args.scratch:
         return scratch(args.path)
@@ -101,6 +108,8 @@ def main() -> None:
     chosen = cases()
     if args.case:
         chosen = {k: v for k, v in chosen.items() if k.startswith(tuple(args.case))}
+    for text in args.settings:
+        chosen[text] = lambda text=text: settings(parse_settings(text))
     print(
         f"{len(boxes)} tasks, {nbytes / 1e9:.2f} GB, {args.threads} threads, "
         f"CUDA_DEVICE_MAX_CONNECTIONS={os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS')}",
