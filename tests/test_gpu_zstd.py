@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numcodecs import Zstd
 
-from .test_zstd_c import LEVELS, SIZES, _kinds, _sample, disagreements, fuzzed
+from .test_zstd_c import LEVELS, NO_WEIGHT_ONE, SIZES, _kinds, _sample, disagreements, fuzzed, table_fuzzed
 
 pytestmark = pytest.mark.gpu
 
@@ -225,6 +225,17 @@ def test_fuzzed_frames_agree_with_libzstd(copier, step):
     frames, sizes = fuzzed((5000, 300_000), 12, 11)
     got, _ = gpu_decode(frames, sizes, copier=copier, step=step)
     both, differ = disagreements(frames, sizes, got)
+    assert both > 0 and differ == 0
+
+
+@KERNELS
+def test_damaged_tables_are_refused_where_libzstd_refuses_them(copier, step):
+    """Small frames with their headers and tables damaged, the Huffman tree without a weight of 1
+    (``NO_WEIGHT_ONE``) among them: every frame decoded, libzstd decodes to the same bytes."""
+    frames, sizes = table_fuzzed(3000, 5)
+    got, bad = gpu_decode([NO_WEIGHT_ONE, *frames], [50, *sizes], copier=copier, step=step)
+    assert got[0] is None and 0 in bad
+    both, differ = disagreements(frames, sizes, got[1:])
     assert both > 0 and differ == 0
 
 

@@ -115,6 +115,36 @@ def fuzzed(sizes: tuple[int, ...], per_frame: int, seed: int, levels: tuple[int,
     return frames, out
 
 
+def table_fuzzed(count: int, seed: int) -> tuple[list[bytes], list[int]]:
+    """Small sound frames (8 to 3,000 bytes of few symbols, text, small integers or a float wave, at
+    levels 1 to 19) with one or two bytes changed among their first 48: the frame and block headers,
+    the literals' header and Huffman tree, the sequences' header and FSE tables. And their sizes."""
+    rng = np.random.default_rng(seed)
+    text = np.frombuffer(b"the quick brown fox jumps over a lazy dog ", np.uint8)
+    frames, sizes = [], []
+    for _ in range(count):
+        n, kind = int(rng.integers(8, 3000)), int(rng.integers(0, 4))
+        data = [
+            rng.integers(97, 103, n, dtype=np.uint8),
+            rng.choice(text, n),
+            rng.integers(0, 4, n, dtype=np.uint8) * 17,
+            np.round(np.sin(np.arange(n // 4) * 0.1) * 100 + rng.standard_normal(n // 4)).astype("f4"),
+        ][kind].tobytes()
+        f = bytearray(Zstd(int(rng.choice([1, 3, 9, 19]))).encode(data))
+        for _ in range(int(rng.integers(1, 3))):
+            p = int(rng.integers(0, min(len(f), 48)))
+            f[p] = int(rng.integers(0, 256)) if rng.random() < 0.5 else f[p] ^ 1 << int(rng.integers(0, 8))
+        frames.append(bytes(f))
+        sizes.append(len(data))
+    return frames, sizes
+
+
+# A frame of 50 literal bytes whose Huffman weights, once one byte of their FSE table is changed, are
+# 2, 2, 2 and the implied 2: a complete code, but with no weight of 1, which libzstd refuses (two or
+# more, an even count: HUF_readStats). Found by fuzzing; the kernels took it and wrote 50 wrong bytes.
+NO_WEIGHT_ONE = bytes.fromhex("28b52ffd0000cd000022430507e0ba00504a4a29bef660ac7bc5133dd1e14a8e1500")
+
+
 def disagreements(frames: list[bytes], sizes: list[int], got: list[bytes | None]) -> tuple[int, int]:
     """How many frames a decoder decoded (``got`` not None), and how many of those libzstd does not
     decode to the same bytes of the frame's size: a decoder may refuse what libzstd reads (the
@@ -292,6 +322,18 @@ def test_damaged_frames_get_a_status(lib, copier):
     status, _ = decode(lib, [*cuts, garbage, not_zstd], [len(data)] * (len(cuts) + 2), copier=copier)
     assert (status != OK).all(), status
     assert status[-1] == HEADER
+
+
+@EACH_COPIER
+def test_damaged_tables_are_refused_where_libzstd_refuses_them(lib, copier):
+    """Frames whose headers and tables are damaged: every one the kernels decode, libzstd decodes to
+    the same bytes; the Huffman tree without a weight of 1 among them is refused."""
+    frames, sizes = table_fuzzed(3000, 5)
+    status, got = decode(lib, [NO_WEIGHT_ONE, *frames], [50, *sizes], copier=copier)
+    assert status[0] == CORRUPT
+    accepted = [g if st == OK else None for st, g in zip(status[1:], got[1:], strict=True)]
+    both, differ = disagreements(frames, sizes, accepted)
+    assert both > 0 and differ == 0
 
 
 FUZZ = r"""

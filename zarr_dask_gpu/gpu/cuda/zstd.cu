@@ -534,6 +534,9 @@ ZD int zs_huf_table(const u8* b, int n, u16* t, int* bits_out, int* used) {
     w[nw] = (u8)(zs_hsb(left) + 1);
     int nsym = nw + 1;
     if (maxb > ZS_HUF_MAX_BITS) return 0;
+    int ones = 0;  // libzstd's rule (HUF_readStats): two weights of 1 or more, an even count of them
+    for (int i = 0; i < nsym; i++) ones += w[i] == 1;
+    if (ones < 2 || (ones & 1)) return 0;
     u8 nbits[256];
     u32 rank_count[ZS_HUF_MAX_BITS + 2], rank_idx[ZS_HUF_MAX_BITS + 2];
     for (int i = 0; i <= ZS_HUF_MAX_BITS + 1; i++) rank_count[i] = 0;
