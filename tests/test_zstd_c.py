@@ -124,12 +124,16 @@ def table_fuzzed(count: int, seed: int) -> tuple[list[bytes], list[int]]:
     frames, sizes = [], []
     for _ in range(count):
         n, kind = int(rng.integers(8, 3000)), int(rng.integers(0, 4))
-        data = [
-            rng.integers(97, 103, n, dtype=np.uint8),
-            rng.choice(text, n),
-            rng.integers(0, 4, n, dtype=np.uint8) * 17,
-            np.round(np.sin(np.arange(n // 4) * 0.1) * 100 + rng.standard_normal(n // 4)).astype("f4"),
-        ][kind].tobytes()
+        if kind == 0:
+            values = rng.integers(97, 103, n, dtype=np.uint8)
+        elif kind == 1:
+            values = rng.choice(text, n)
+        elif kind == 2:
+            values = rng.integers(0, 4, n, dtype=np.uint8) * 17
+        else:
+            wave = np.sin(np.arange(n // 4) * 0.1) * 100
+            values = np.round(wave + rng.standard_normal(n // 4)).astype("f4")
+        data = values.tobytes()
         f = bytearray(Zstd(int(rng.choice([1, 3, 9, 19]))).encode(data))
         for _ in range(int(rng.integers(1, 3))):
             p = int(rng.integers(0, min(len(f), 48)))
@@ -141,7 +145,7 @@ def table_fuzzed(count: int, seed: int) -> tuple[list[bytes], list[int]]:
 
 # A frame of 50 literal bytes whose Huffman weights, once one byte of their FSE table is changed, are
 # 2, 2, 2 and the implied 2: a complete code, but with no weight of 1, which libzstd refuses (two or
-# more, an even count: HUF_readStats). Found by fuzzing; the kernels took it and wrote 50 wrong bytes.
+# more, an even count: HUF_readStats). A decoder that took it would write 50 wrong bytes.
 NO_WEIGHT_ONE = bytes.fromhex("28b52ffd0000cd000022430507e0ba00504a4a29bef660ac7bc5133dd1e14a8e1500")
 
 
