@@ -6,7 +6,17 @@ import numpy as np
 import pytest
 from numcodecs import Zstd
 
-from .test_zstd_c import LEVELS, NO_WEIGHT_ONE, SIZES, _kinds, _sample, disagreements, fuzzed, table_fuzzed
+from .test_zstd_c import (
+    LEVELS,
+    REFUSED_BY_LIBZSTD,
+    SIZES,
+    _kinds,
+    _sample,
+    disagreements,
+    fuzzed,
+    past_the_window,
+    table_fuzzed,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -230,12 +240,23 @@ def test_fuzzed_frames_agree_with_libzstd(copier, step):
 
 @KERNELS
 def test_damaged_tables_are_refused_where_libzstd_refuses_them(copier, step):
-    """Small frames with their headers and tables damaged, the Huffman tree without a weight of 1
-    (``NO_WEIGHT_ONE``) among them: every frame decoded, libzstd decodes to the same bytes."""
+    """Small frames with their headers and tables damaged, straight into the kernels, and the frames
+    libzstd refuses that a laxer decoder would take (``REFUSED_BY_LIBZSTD``): each of those fails
+    with the kernels' and libzstd's reasons; a frame reaching past its window gets libzstd's bytes;
+    every fuzzed frame decoded, libzstd decodes to the same bytes."""
+    window, data = past_the_window()
+    refused = [bytes.fromhex(h) for h, _ in REFUSED_BY_LIBZSTD.values()]
     frames, sizes = table_fuzzed(3000, 5)
-    got, bad = gpu_decode([NO_WEIGHT_ONE, *frames], [50, *sizes], copier=copier, step=step)
-    assert got[0] is None and 0 in bad
-    both, differ = disagreements(frames, sizes, got[1:])
+    got, bad = gpu_decode(
+        [*refused, window, *frames],
+        [*(n for _, n in REFUSED_BY_LIBZSTD.values()), len(data), *sizes],
+        copier=copier,
+        step=step,
+    )
+    k = len(refused)
+    assert all(got[i] is None and i in bad for i in range(k)), bad
+    assert got[k] == bytes(Zstd().decode(window)) != data
+    both, differ = disagreements(frames, sizes, got[k + 1 :])
     assert both > 0 and differ == 0
 
 

@@ -143,10 +143,56 @@ def table_fuzzed(count: int, seed: int) -> tuple[list[bytes], list[int]]:
     return frames, sizes
 
 
-# A frame of 50 literal bytes whose Huffman weights, once one byte of their FSE table is changed, are
-# 2, 2, 2 and the implied 2: a complete code, but with no weight of 1, which libzstd refuses (two or
-# more, an even count: HUF_readStats). A decoder that took it would write 50 wrong bytes.
-NO_WEIGHT_ONE = bytes.fromhex("28b52ffd0000cd000022430507e0ba00504a4a29bef660ac7bc5133dd1e14a8e1500")
+# Frames libzstd refuses (each with the size it would decode to), each one that a decoder laxer than it
+# in one check takes, writing wrong bytes: the kernels refuse them all (and leave them to the host)
+REFUSED_BY_LIBZSTD = {
+    # Huffman weights 2, 2, 2 and the implied 2: a complete code without a weight of 1 (HUF_readStats
+    # asks for two or more, an even count)
+    "a Huffman tree without a weight of 1": (
+        "28b52ffd0000cd000022430507e0ba00504a4a29bef660ac7bc5133dd1e14a8e1500",
+        50,
+    ),
+    # libzstd reads the weights' FSE table at accuracy log 6 at most
+    "the weights' table at accuracy log 7": ("28b52ffd00006500003200020612fc0363c119c000", 3),
+    # its stream shorter than the two states' bits (FSE_decompress: overflow after the states)
+    "the weights' stream short of its two states": ("28b52ffd00005500003280010411fe1e054500", 3),
+    # a symbol of 12 at log 6: past libzstd's workspace for the weights' table
+    "the weights' table describing a symbol of 12": ("28b52ffd00006500003200020601fafd00de473500", 3),
+    # no literal, a Huffman stream of more than its end mark (libzstd: BIT_endOfDStream)
+    "no literal in a Huffman stream with bits left": ("28b52ffd00001800006162633d000002c0008010ff00", 3),
+    "no literal in a treeless stream with bits left": ("28b52ffd00003c000022c000801004002d0000034000ff00", 2),
+    # four streams hold six literals or more (MIN_LITERALS_FOR_4_STREAMS)
+    "four Huffman streams of 4 literals": ("28b52ffd000085000046000380100100010001000203020300", 4),
+    "four Huffman streams of 3 literals": ("28b52ffd000085000036000380100100010001000203020100", 3),
+    "four Huffman streams of no literal": (
+        "28b52ffd000018000061626385000006000380100100010001000101010100",
+        3,
+    ),
+    "four treeless streams of 4 literals": (
+        "28b52ffd00003c000022c000801004007500004780020100010001000203020300",
+        6,
+    ),
+}
+
+
+def past_the_window() -> tuple[bytes, bytes]:
+    """A frame whose matches reach 3,500 bytes back, its window descriptor changed to 1 KiB, and the
+    data it was made from: libzstd, streaming it (no content size), keeps only the window and copies
+    other bytes; a decoder that reaches past the window writes the data, not what libzstd reads."""
+    import zstandard
+
+    rng = np.random.default_rng(0)
+    head = rng.integers(0, 256, 200, dtype=np.uint8).tobytes()
+    data = head + rng.integers(0, 256, 3300, dtype=np.uint8).tobytes() + head
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=12, write_content_size=False)
+    co = zstandard.ZstdCompressor(compression_params=params).compressobj()
+    frame = b"".join(
+        co.compress(data[i : i + 1000]) + co.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+        for i in range(0, len(data), 1000)
+    )
+    frame += co.flush()
+    assert frame[4] & 0x20 == 0  # not single-segment: byte 5 is the window descriptor
+    return frame[:5] + b"\x00" + frame[6:], data
 
 
 def disagreements(frames: list[bytes], sizes: list[int], got: list[bytes | None]) -> tuple[int, int]:
@@ -331,13 +377,29 @@ def test_damaged_frames_get_a_status(lib, copier):
 @EACH_COPIER
 def test_damaged_tables_are_refused_where_libzstd_refuses_them(lib, copier):
     """Frames whose headers and tables are damaged: every one the kernels decode, libzstd decodes to
-    the same bytes; the Huffman tree without a weight of 1 among them is refused."""
+    the same bytes."""
     frames, sizes = table_fuzzed(3000, 5)
-    status, got = decode(lib, [NO_WEIGHT_ONE, *frames], [50, *sizes], copier=copier)
-    assert status[0] == CORRUPT
-    accepted = [g if st == OK else None for st, g in zip(status[1:], got[1:], strict=True)]
-    both, differ = disagreements(frames, sizes, accepted)
+    status, got = decode(lib, frames, sizes, copier=copier)
+    both, differ = disagreements(
+        frames, sizes, [g if st == OK else None for st, g in zip(status, got, strict=True)]
+    )
     assert both > 0 and differ == 0
+
+
+@EACH_COPIER
+def test_what_libzstd_refuses_the_kernels_refuse(lib, copier):
+    """Each of ``REFUSED_BY_LIBZSTD``, and a frame whose matches reach past its window, gets a status."""
+    window, data = past_the_window()
+    frames = [bytes.fromhex(h) for h, _ in REFUSED_BY_LIBZSTD.values()] + [window]
+    sizes = [n for _, n in REFUSED_BY_LIBZSTD.values()] + [len(data)]
+    for f in frames[:-1]:
+        with pytest.raises(RuntimeError):
+            Zstd().decode(f)  # numcodecs, as the pipeline calls libzstd
+    assert bytes(Zstd().decode(window)) != data
+    status, _ = decode(lib, frames, sizes, copier=copier)
+    named = dict(zip([*REFUSED_BY_LIBZSTD, "past the window"], status.tolist(), strict=True))
+    assert all(st == CORRUPT for name, st in named.items() if name != "past the window"), named
+    assert named["past the window"] == OFFSET
 
 
 FUZZ = r"""

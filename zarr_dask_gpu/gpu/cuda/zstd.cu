@@ -60,7 +60,7 @@ typedef struct {
     u32 xxh;      // on a frame's last block: the content checksum, where the frame has one
     int fflags;   // ZS_FIRST, ZS_LAST, ZS_CHECKED
     int bmax;     // the most bytes it may decode to
-    int pad;
+    int window;   // its frame's window: the farthest a match may reach back (at most 2^31 - 1)
 } zblock;
 typedef char zblock_is_176_bytes[(sizeof(zblock) == 176) ? 1 : -1];
 #define ZS_FIRST 1    // the first block of its frame
@@ -391,7 +391,7 @@ ZD int zs_walk(const u8* d, i64 n, i64 expected, int chunk, i64* counts, zblock*
             r.fflags = (first ? ZS_FIRST : 0) | (last ? ZS_LAST : 0) | (last && checked ? ZS_CHECKED : 0);
             r.xxh = last && checked ? (u32)zs_le(d + p + clen, 4) : 0;
             r.bmax = bmax;
-            r.pad = 0;
+            r.window = window < 0x7FFFFFFF ? (int)window : 0x7FFFFFFF;
             for (int k = 0; k < 3; k++) {
                 r.def[k] = -1;
                 r.fse_log[k] = 0;
@@ -428,6 +428,9 @@ ZD int zs_walk(const u8* d, i64 n, i64 expected, int chunk, i64* counts, zblock*
                     else if (huf < 0) return ZS_CORRUPT;  // a repeated Huffman table with none before
                     r.huf = (int)huf;
                     if (cs < 1 || (streams == 4 && cs < 10)) return ZS_CORRUPT;
+                    // libzstd: four streams hold 6 literals or more (MIN_LITERALS_FOR_4_STREAMS); an empty
+                    // one must be its end mark alone, which no encoder writes: refused, the host decides
+                    if (rs == 0 || (streams == 4 && rs < 6)) return ZS_CORRUPT;
                 }
                 if (rs > bmax || (i64)hs + cs >= size) return ZS_CORRUPT;
                 int q = hs + cs, nseq, at;
@@ -503,12 +506,15 @@ ZD int zs_huf_table(const u8* b, int n, u16* t, int* bits_out, int* used) {
         zfwd f = {b + 1, h, 0};
         u32 ft[128];
         int log;
-        if (!zs_fse_header(&f, ft, 0, 7, 255, &log)) return 0;
+        // libzstd's limits for the weights' table: accuracy log 6, symbols 0 to 11 (its workspace allows
+        // more at log 5; no weight over 11 is taken here)
+        if (!zs_fse_header(&f, ft, 0, 6, ZS_HUF_MAX_BITS, &log)) return 0;
         zback s;
         if (!zb_init(&s, b + 1 + f.bit / 8, h - f.bit / 8)) return 0;
         u32 st[2];  // two interleaved states take turns; once the stream runs out, the other's symbol ends it
         st[0] = zb_read(&s, log);
         st[1] = zb_read(&s, log);
+        if (s.off < 0) return 0;  // libzstd: the two states' bits must lie in the stream
         nw = 0;
         for (int k = 0;; k ^= 1) {
             if (nw >= 255) return 0;
@@ -817,6 +823,13 @@ ZD u32 zs_resolve(u32 h, const u32* in) {
     return v > 0 ? (u32)v : 0;  // 0: an offset no match may use
 }
 
+// Whether a match of offset `off` starting at byte `at` of block r's output is one to refuse: offset 0
+// (none), or reaching back past its frame's start or past the frame's window (libzstd streaming a frame
+// keeps only the window, so it would copy other bytes)
+ZD int zs_bad_match(const zblock* r, i64 at, u32 off) {
+    return off == 0 || (i64)off > r->window || r->out - r->fout + at - (i64)off < 0;
+}
+
 ZD void zs_place_item(i64 c, const i64* base, const i64* counts, zblock* blocks, const i64* expected,
                       int* status) {
     if (status[c]) return;
@@ -1022,7 +1035,7 @@ __device__ void zs_copy_frame(i64 c, const i64* base, const i64* counts, const u
             s.mstart[t] = e + ll;
             s.lstart[t] = lpos + a;
             s.off[t] = (int)off;
-            if (have && (off == 0 || r->out - r->fout + opos + e + ll - (i64)off < 0)) bad = 1;  // before the frame
+            if (have && zs_bad_match(r, opos + e + ll, off)) bad = 1;
             __syncthreads();
             if (bad) {
                 if (t == 0) zs_fail(status + c, ZS_OFFSET);
@@ -1092,7 +1105,7 @@ __device__ void zs_copy_warp_frame(i64 c, const i64* base, const i64* counts, co
             int lits_in = __shfl_sync(ZS_FULL, a, 31), len = __shfl_sync(ZS_FULL, e, 31);
             a -= ll;
             e -= ll + ml;
-            bool bad = have && (off == 0 || r->out - r->fout + opos + e + ll - (i64)off < 0);  // before the frame
+            bool bad = have && zs_bad_match(r, opos + e + ll, (u32)off);
             if (__any_sync(ZS_FULL, bad)) {
                 if (lane == 0) zs_fail(status + c, ZS_OFFSET);
                 return;
@@ -1196,7 +1209,7 @@ static void zs_copy_host(i64 c, int copier, const i64* base, const i64* counts, 
             u64 q = seqs[r->seq + k];
             int ll = (int)(q & 0x3FFFF), ml = (int)((q >> 18) & 0x3FFFF);
             u32 off = zs_resolve((u32)(q >> 36), r->hist_in);
-            if (off == 0 || r->out - r->fout + opos + ll - (i64)off < 0) {
+            if (zs_bad_match(r, opos + ll, off)) {
                 zs_fail(status + c, ZS_OFFSET);
                 return;
             }
@@ -1211,7 +1224,7 @@ static void zs_copy_host(i64 c, int copier, const i64* base, const i64* counts, 
                 u64 q = seqs[r->seq + g + t];
                 int ll = (int)(q & 0x3FFFF), ml = (int)((q >> 18) & 0x3FFFF);
                 u32 off = zs_resolve((u32)(q >> 36), r->hist_in);
-                if (off == 0 || r->out - r->fout + opos + e + ll - (i64)off < 0) {
+                if (zs_bad_match(r, opos + e + ll, off)) {
                     zs_fail(status + c, ZS_OFFSET);
                     return;
                 }
@@ -1329,7 +1342,7 @@ static void zs_resolve_host(i64 b, const u8* const* src, const zblock* blocks, c
         u64 q = seqs[r->seq + k];
         i64 ll = (i64)(q & 0x3FFFF), ml = (i64)((q >> 18) & 0x3FFFF);
         u32 off = zs_resolve((u32)(q >> 36), r->hist_in);
-        if (off == 0 || r->out - r->fout + opos + ll - (i64)off < 0) {
+        if (zs_bad_match(r, opos + ll, off)) {
             zs_fail(status + r->chunk, ZS_OFFSET);
             return;
         }
@@ -1452,7 +1465,7 @@ __global__ void zs_resolve_blocks(i64 n, const u64* src, const zblock* blocks, c
         if (t == 0) bad = 0;
         u64 all, x = zs_scan((u64)ll | ((u64)(ll + ml) << 32), &all, sums);
         int a = (int)(x & 0xffffffffu), e = (int)(x >> 32);
-        if (have && (off == 0 || r->out - r->fout + opos + e + ll - (i64)off < 0)) bad = 1;  // before the frame
+        if (have && zs_bad_match(r, opos + e + ll, off)) bad = 1;
         __syncthreads();
         if (bad) {
             if (t == 0) zs_fail(status + r->chunk, ZS_OFFSET);
