@@ -190,6 +190,50 @@ def test_blosc_kernels_match_numcodecs(lib, cname, shuffle, dtype):
             assert _blosc_decode_on_host(lib, frame) == data, (n, clevel)
 
 
+def _unshuffled(block: np.ndarray, ts: int, mode: int) -> np.ndarray:
+    """c-blosc 1.x's unshuffle of one decoded block (format version 2), in numpy: its whole elements
+    unshuffled (bit shuffle only for a multiple of 8 of them, else the block as is), the bytes after
+    them as they are."""
+    n = len(block) // ts
+    out = block.copy()
+    if mode == 1:
+        out[: n * ts] = block[: n * ts].reshape(ts, n).T.ravel()
+    elif mode == 2 and n % 8 == 0:
+        bits = np.unpackbits(block[: n * ts], bitorder="little").reshape(ts, 8, n)  # plane 8j + q
+        out[: n * ts] = np.packbits(bits.transpose(2, 0, 1), axis=-1, bitorder="little").ravel()
+    return out
+
+
+def test_unshuffle_item_agrees_with_numpy_for_any_split_of_threads(lib):
+    """Blocks of every mode with odd sizes and type sizes (bytes past the last whole element, element
+    counts off a multiple of 8), at an offset in a larger buffer, each unshuffled by 1, 3 and 256
+    threads in turn (the block filled first with 0 or 255): every byte of the block written, as numpy's reference has it, and none
+    outside it."""
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        ts = int(rng.choice([1, 2, 3, 4, 8, 16, 33]))
+        m, mode, at = int(rng.integers(0, 3000)), int(rng.integers(0, 3)), int(rng.integers(0, 9))
+        src = rng.integers(0, 256, at + m + 9, dtype=np.uint8)
+        want = src.copy()
+        want[at : at + m] = _unshuffled(src[at : at + m], ts, mode)
+        for threads, fill in ((1, 0), (3, 255), (256, 0)):
+            out = src.copy()
+            out[at : at + m] = fill
+            for t in range(threads):
+                lib.unshuffle_item(
+                    ctypes.c_longlong(0),
+                    ctypes.c_longlong(t),
+                    ctypes.c_longlong(threads),
+                    _p(src),
+                    _p(out),
+                    _p(np.array([at], np.int64)),
+                    _p(np.array([m], np.int64)),
+                    _p(np.array([ts], np.int32)),
+                    _p(np.array([mode], np.int32)),
+                )
+            assert (out == want).all(), (ts, m, mode, threads)
+
+
 def test_crc32c_segments_and_combine_match_google_crc32c(lib):
     import google_crc32c
 

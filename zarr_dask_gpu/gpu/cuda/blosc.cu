@@ -40,28 +40,36 @@ __device__ int streams_item(i64 c, i64 j, const u8* buf, const i64* offsets, con
     return 0;
 }
 
-// block b of the decoded (shuffled) bytes into out; mode 1 byte shuffle, 2 bit shuffle, 0 none
+// Block b of the decoded (shuffled) bytes into out, thread t of nt; mode 1 byte shuffle, 2 bit shuffle, 0
+// none. Of a block of m bytes, the n = m / ts whole elements are unshuffled (bit shuffle only where n is a
+// multiple of 8, as c-blosc 1.x's format version 2: else the block is copied as is) and the bytes after
+// them copied as they are. Threads take consecutive elements of one byte plane after another, so that a
+// warp's loads and stores each span consecutive bytes; the indices are 32-bit (a blosc block is under 2 GiB)
+// and no byte needs a division.
 __device__ void unshuffle_item(i64 b, i64 t, i64 nt, const u8* in, u8* out, const i64* start, const i64* bsize,
                                const int* tsz, const int* mode) {
-    i64 s = start[b], m = bsize[b];
-    int ts = tsz[b], md = mode[b];
-    i64 n = m / ts;
-    for (i64 k = t; k < m; k += nt) {
-        u8 v;
-        if (md == 1 && k < n * ts) {
-            v = in[s + (k % ts) * n + k / ts];
-        } else if (md == 2 && n % 8 == 0) {
-            i64 i = k / ts, jb = k % ts;
-            v = 0;
-            for (int q = 0; q < 8; q++) {
-                i64 idx = (jb * 8 + q) * n + i;
-                v |= (u8)(((in[s + idx / 8] >> (idx % 8)) & 1) << q);
+    const u8* src = in + start[b];
+    u8* dst = out + start[b];
+    int m = (int)bsize[b], ts = tsz[b], md = mode[b], n = m / ts, done = 0;
+    int th = (int)t, nth = (int)nt;
+    if (md == 1) {  // byte j of element i is byte i of plane j
+        for (int j = 0; j < ts; j++)
+            for (int i = th; i < n; i += nth) dst[i * ts + j] = src[j * n + i];
+        done = n * ts;
+    } else if (md == 2 && n % 8 == 0) {  // bit q of byte j of element i is bit i of plane 8j + q
+        int g = n / 8;  // bytes a bit plane
+        for (int j = 0; j < ts; j++) {
+            const u8* planes = src + 8 * j * g;
+            for (int i = th; i < n; i += nth) {
+                int at = i >> 3, bit = i & 7;
+                u8 v = 0;
+                for (int q = 0; q < 8; q++) v |= (u8)(((planes[q * g + at] >> bit) & 1) << q);
+                dst[i * ts + j] = v;
             }
-        } else {
-            v = in[s + k];
         }
-        out[s + k] = v;
+        done = n * ts;
     }
+    for (int k = done + th; k < m; k += nth) dst[k] = src[k];
 }
 
 #ifdef __CUDACC__  // the kernels; the host tests call the device functions above
