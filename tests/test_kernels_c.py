@@ -207,8 +207,8 @@ def _unshuffled(block: np.ndarray, ts: int, mode: int) -> np.ndarray:
 def test_unshuffle_item_agrees_with_numpy_for_any_split_of_threads(lib):
     """Blocks of every mode with odd sizes and type sizes (bytes past the last whole element, element
     counts off a multiple of 8), at an offset in a larger buffer, each unshuffled by 1, 3 and 256
-    threads in turn (the block filled first with 0 or 255): every byte of the block written, as numpy's reference has it, and none
-    outside it."""
+    threads in turn (the block filled first with 0 or 255): every byte of the block written, as
+    numpy's reference has it, and none outside it."""
     rng = np.random.default_rng(11)
     for _ in range(300):
         ts = int(rng.choice([1, 2, 3, 4, 8, 16, 33]))
