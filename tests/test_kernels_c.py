@@ -117,6 +117,48 @@ def test_the_warps_lz4_walk_agrees_with_one_threads(lib):
     assert statuses == {0, 1, 3}
 
 
+# lz4 blocks (bare, as blosc stores them) that break liblz4's end-of-block rules, which
+# LZ4_decompress_safe refuses and nvCOMP must not be given: a match starts 12 bytes or more before the
+# block's end and ends 5 or more before it. Each with its decoded size.
+LZ4_END_RULES_BROKEN = {
+    "a match to the end, then an empty last token": ("886162636465666768080000", 20),
+    "a match starting 8 bytes before the end": ("806162636465666768080040696a6b6c", 16),
+    "a match ending 4 bytes before the end": ("846162636465666768080040696a6b6c", 20),
+    "a match starting 11 bytes before the end": ("906162636465666768690800706a6b6c6d6e6f70", 20),
+    "a second match starting 9 bytes before the end": ("806162636465666768080000040050696a6b6c6d", 21),
+}
+LZ4_END_RULES_KEPT = {  # the bounds themselves
+    "a match starting 12 bytes before the end": ("806162636465666768080080696a6b6c6d6e6f70", 20),
+    "a match ending 5 bytes before the end": ("836162636465666768080050696a6b6c6d", 20),
+}
+
+
+def test_lz4_walks_keep_liblz4s_end_of_block_rules(lib):
+    """Both walks refuse the blocks that end in a match or too close after one, as liblz4 does, and
+    take those at the bounds, as liblz4 does."""
+    win = np.zeros(2048, np.uint8)
+    for table, want in ((LZ4_END_RULES_BROKEN, False), (LZ4_END_RULES_KEPT, True)):
+        for name, (hexed, size) in table.items():
+            block = bytes.fromhex(hexed)
+            try:
+                ok = LZ4().decode(size.to_bytes(4, "little") + block) is not None
+            except RuntimeError:
+                ok = False
+            assert ok == want, name  # liblz4's verdict, as numcodecs calls it
+            buf = np.frombuffer(block + b"\0" * 16, np.uint8).copy()
+            claimed = np.zeros(1, np.int64)
+            warp = lib.lz4_item(
+                _p(buf),
+                ctypes.c_longlong(len(block)),
+                ctypes.c_int(5),
+                ctypes.c_longlong(size),
+                _p(win),
+                _p(claimed),
+            )
+            one = _validate(lib, [block], 5, size)[0]
+            assert (warp == 0) == (one == 0) == want, (name, warp, one)
+
+
 def _blosc_decode_on_host(lib, frame: bytes) -> bytes:
     """The GPU pipeline's steps, with the kernels' C code and CPU decoders for the streams."""
     buf = np.frombuffer(frame + b"\0" * 16, np.uint8).copy()

@@ -112,17 +112,17 @@ __device__ bool lz4_more(const lz4_src* s, int* p, i64* len) {
 
 // A sequence, as far as it can be read without the decoded bytes before it: flags, the offset less
 // the literal length (a match reaches before the block when it exceeds the bytes decoded before the
-// sequence), the bytes it decodes (capped past LZ4_MAX: the block is then too long either way) and
-// where the next one starts.
+// sequence), the bytes it decodes (capped past LZ4_MAX: the block is then too long either way), where
+// the next one starts, and its literal length.
 #define LZ4_SHORT 1     // the stream ends in its token, literal length or literals, or before its offset
 #define LZ4_LAST 2      // its literals end the stream (adv: their length)
 #define LZ4_NO_OFF 4    // its offset is 0
 #define LZ4_SHORT_ML 8  // the stream ends in its match length
-typedef struct { int flags, reach, adv, next; } lz4_seq;
+typedef struct { int flags, reach, adv, next, lit; } lz4_seq;
 
 // the sequence that would start at byte q
 __device__ lz4_seq lz4_parse(const lz4_src* s, int q) {
-    lz4_seq c = {LZ4_SHORT, 0, 0, 0};
+    lz4_seq c = {LZ4_SHORT, 0, 0, 0, 0};
     int n = s->n;
     if (q >= n) return c;
     unsigned tok = lz4_at(s, q);
@@ -141,13 +141,16 @@ __device__ lz4_seq lz4_parse(const lz4_src* s, int q) {
     i64 ml = tok & 15;
     c.flags = (off ? 0 : LZ4_NO_OFF) | (ml == 15 && !lz4_more(s, &p, &ml) ? LZ4_SHORT_ML : 0);
     c.reach = off - (int)lit;
+    c.lit = (int)lit;
     i64 adv = lit + ml + 4;
     c.adv = adv > LZ4_MAX ? LZ4_MAX + 1 : (int)adv;
     c.next = p;
     return c;
 }
 
-// a sequence applied to the count of bytes decoded before it: the stream's status, or -1 to go on
+// A sequence applied to the count of bytes decoded before it: the stream's status, or -1 to go on. As
+// liblz4's LZ4_decompress_safe has it, a match starts 12 bytes or more before the block's end (MFLIMIT)
+// and ends 5 or more before it (LASTLITERALS): the block ends in literals that no match reaches into.
 __device__ int lz4_apply(const lz4_seq* c, i64* out, i64 expected) {
     if (c->flags) {  // rare: the last sequence, or damage
         if (c->flags & LZ4_SHORT) return 1;
@@ -157,8 +160,9 @@ __device__ int lz4_apply(const lz4_seq* c, i64* out, i64 expected) {
         return 1;  // LZ4_SHORT_ML
     }
     if (c->reach > *out) return 3;
+    if (*out + c->lit > expected - 12 || *out + c->adv > expected - 5) return 3;
     *out += c->adv;
-    return *out > expected ? 3 : -1;
+    return -1;
 }
 
 // one thread's walk, sequence by sequence
@@ -174,7 +178,7 @@ __device__ int lz4_block(const lz4_src* s, i64 expected) {
 }
 
 // A warp's walk: lane k parses the sequence that would start at byte p + k, then the warp follows the
-// chain of those that do (four shuffles each, not a parse: a sequence is about 4 bytes in D's streams)
+// chain of those that do (five shuffles each, not a parse: a sequence is about 4 bytes in D's streams)
 // and goes on from the first that starts past p + 31. The same statuses as lz4_block.
 __device__ int lz4_block_warp(lz4_src* s, i64 expected) {
     i64 out = 0;
@@ -190,7 +194,8 @@ __device__ int lz4_block_warp(lz4_src* s, i64 expected) {
         for (int k = 0;;) {
 #ifdef __CUDA_ARCH__
             lz4_seq c = {__shfl_sync(~0u, mine.flags, k), __shfl_sync(~0u, mine.reach, k),
-                         __shfl_sync(~0u, mine.adv, k), __shfl_sync(~0u, mine.next, k)};
+                         __shfl_sync(~0u, mine.adv, k), __shfl_sync(~0u, mine.next, k),
+                         __shfl_sync(~0u, mine.lit, k)};
 #else
             lz4_seq c = lanes[k];
 #endif
