@@ -1322,6 +1322,8 @@ def _blosc_damage(rng, base: Case, per: int) -> Iterator[Case]:
     yield case("blosc-blocksize:zero", field("blocksize", 0, "<i"))
     yield case("blosc-typesize:zero", field("typesize", 0, "<B"))
     yield case("blosc-version:3", field("version", 3, "<B"))
+    yield case("blosc-version:1", field("version", 1, "<B"))  # c-blosc 1.x reads format version 2 only
+    yield case("blosc-typesize:+1", field("typesize", data[3] % 255 + 1, "<B"))
     flags = data[2]
     for bit, name in ((0x01, "shuffle"), (0x02, "memcpyed"), (0x04, "bitshuffle"), (0x10, "dont-split")):
         yield case(f"blosc-flags:{name}", field("flags", flags ^ bit, "<B"))

@@ -276,6 +276,17 @@ def test_unshuffle_item_agrees_with_numpy_for_any_split_of_threads(lib):
             assert (out == want).all(), (ts, m, mode, threads)
 
 
+@pytest.mark.parametrize("shuffle", [Blosc.SHUFFLE, Blosc.BITSHUFFLE])
+def test_blosc_kernels_match_numcodecs_past_the_last_whole_element(lib, shuffle):
+    """Frames c-blosc writes with a type size that does not divide the data (``Blosc(typesize=...)`` on
+    bytes): the bytes after the last whole element of a block are stored as they are."""
+    for typesize, n in ((2, 129), (4, 1002), (8, 4097), (3, 70001)):
+        data = (np.arange(n) // 16 % 7).astype(np.uint8).tobytes()
+        frame = bytes(Blosc("lz4", 5, shuffle, typesize=typesize).encode(data))
+        assert not frame[2] & 2, "stored as is: no shuffle to undo"
+        assert _blosc_decode_on_host(lib, frame) == data == bytes(Blosc().decode(frame)), (typesize, n)
+
+
 def test_crc32c_segments_and_combine_match_google_crc32c(lib):
     import google_crc32c
 

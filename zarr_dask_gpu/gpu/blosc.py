@@ -23,16 +23,22 @@ _THREADS = 256
 
 
 def _unusual(heads: np.ndarray, compcode: int) -> np.ndarray:
-    """Which checked blosc1 headers (rows of 16 bytes) these kernels leave to c-blosc."""
+    """Which checked blosc1 headers (rows of 16 bytes) these kernels leave to c-blosc: another codec or
+    codec version than the metadata's, a format version other than c-blosc 1.x's 2 (which it refuses),
+    reserved flags, blocks larger than the frame, or blocks not a multiple of the type size (c-blosc
+    then leaves bytes of each split block unwritten)."""
     flags, versionlz = heads[:, 2].astype(np.int64), heads[:, 1]
     words = heads[:, 4:16].copy().view("<i4").astype(np.int64)
     nbytes, blocksize = words[:, 0], words[:, 1]
+    typesize = np.maximum(heads[:, 3].astype(np.int64), 1)
     copied = (flags & 2) > 0
     return (
         ((flags >> 5) != compcode) & ~copied
         | (versionlz != 1) & ~copied
+        | (heads[:, 0] != 2)
         | ((flags & 0x08) > 0)
         | (blocksize > np.maximum(nbytes, 1))
+        | (blocksize % typesize != 0) & ~copied
     )
 
 
@@ -58,8 +64,7 @@ def decode_batch(
 ) -> list[tuple[int, str]]:
     """Decode a batch of blosc frames whose streams are of c-blosc's ``compcode`` into ``out`` at
     ``out_offsets``; the damaged ones as (index, reason), with nothing decoded, when there are any.
-    Headers that c-blosc may read otherwise than these kernels (another codec or format version
-    than the metadata's, reserved flags, blocks larger than the frame) are refused: the backend
+    Headers that c-blosc may read otherwise than these kernels (``_unusual``) are refused: the backend
     hands those frames to c-blosc on the host.
 
     ``decode_streams(frames, src_offsets, src_sizes, target, dst_offsets, dst_sizes)`` checks and decodes
