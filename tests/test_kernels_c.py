@@ -93,24 +93,28 @@ def test_structure_check_stops_every_listed_damage(lib, name, codec, kind):
         assert st != 0, what
 
 
+def _warp_walk(lib, block: bytes, size: int, shift: int = 0) -> int:
+    """The warp's walk of a bare lz4 block (its lanes played in turn, its window refilled by one
+    thread), the block placed ``shift`` bytes past a 16-byte boundary: its status."""
+    buf = np.zeros(len(block) + 64, np.uint8)
+    buf[32 + shift : 32 + shift + len(block)] = np.frombuffer(block, np.uint8)
+    win, claimed = np.zeros(2048, np.uint8), np.zeros(1, np.int64)
+    return lib.lz4_item(
+        ctypes.c_void_p(buf.ctypes.data + 32 + shift),
+        ctypes.c_longlong(len(block)),
+        ctypes.c_int(5),
+        ctypes.c_longlong(size),
+        _p(win),
+        _p(claimed),
+    )
+
+
 def test_the_warps_lz4_walk_agrees_with_one_threads(lib):
-    """The warp's walk (its lanes played in turn, its window refilled by one thread) gives the status
-    of the sequence-by-sequence walk on every stream, sound or damaged."""
-    win = np.zeros(2048, np.uint8)
+    """The warp's walk gives the status of the sequence-by-sequence walk on every stream, sound or
+    damaged."""
     statuses = set()
     for t, (frame, size) in enumerate(lz4_fuzz(2, 600)):
-        shift = t % 16  # the window's loads start 16-byte aligned, before the stream
-        buf = np.zeros(len(frame) + 64, np.uint8)
-        buf[32 + shift : 32 + shift + len(frame)] = np.frombuffer(frame, np.uint8)
-        claimed = np.zeros(1, np.int64)
-        got = lib.lz4_item(
-            ctypes.c_void_p(buf.ctypes.data + 32 + shift),
-            ctypes.c_longlong(len(frame)),
-            ctypes.c_int(5),
-            ctypes.c_longlong(size),
-            _p(win),
-            _p(claimed),
-        )
+        got = _warp_walk(lib, frame, size, t % 16)  # the window's loads start 16-byte aligned, before it
         want = _validate(lib, [frame], 5, size)[0]
         assert got == want, t
         statuses.add(int(want))
@@ -136,7 +140,6 @@ LZ4_END_RULES_KEPT = {  # the bounds themselves
 def test_lz4_walks_keep_liblz4s_end_of_block_rules(lib):
     """Both walks refuse the blocks that end in a match or too close after one, as liblz4 does, and
     take those at the bounds, as liblz4 does."""
-    win = np.zeros(2048, np.uint8)
     for table, want in ((LZ4_END_RULES_BROKEN, False), (LZ4_END_RULES_KEPT, True)):
         for name, (hexed, size) in table.items():
             block = bytes.fromhex(hexed)
@@ -145,16 +148,7 @@ def test_lz4_walks_keep_liblz4s_end_of_block_rules(lib):
             except RuntimeError:
                 ok = False
             assert ok == want, name  # liblz4's verdict, as numcodecs calls it
-            buf = np.frombuffer(block + b"\0" * 16, np.uint8).copy()
-            claimed = np.zeros(1, np.int64)
-            warp = lib.lz4_item(
-                _p(buf),
-                ctypes.c_longlong(len(block)),
-                ctypes.c_int(5),
-                ctypes.c_longlong(size),
-                _p(win),
-                _p(claimed),
-            )
+            warp = _warp_walk(lib, block, size)
             one = _validate(lib, [block], 5, size)[0]
             assert (warp == 0) == (one == 0) == want, (name, warp, one)
 
