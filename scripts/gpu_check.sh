@@ -5,7 +5,8 @@
 # of A at 32 and 8 CUDA connections, benchmarks/timeline.py), data (writes the bench's datasets named
 # in DATA, default B: python3 -m zarr_dask_gpu.bench.datasets), timelines (of the datasets in
 # TIMELINES, default "B C D", written by bench or data), zprobe (this package's zstd kernels against
-# nvCOMP on A's chunks, each kernel timed), lz4probe (nvCOMP's LZ4 on damaged blocks), copies (small
+# nvCOMP on A's chunks, each kernel timed), unshuffle (the blosc unshuffle kernel alone on E's blocks,
+# against a device copy: UNSHUFFLE_ARGS), lz4probe (nvCOMP's LZ4 on damaged blocks), copies (small
 # read-backs and uploads, alone and behind another stream's large copies), memprobe (what one
 # task's peak device memory holds: MEMPROBE_ARGS), ncu (the zstd kernels under Nsight Compute), sanitize
 # (memcheck and racecheck on the decoders: MEMCHECK_TESTS, RACECHECK_TESTS), scratch (a task's peak
@@ -63,6 +64,8 @@ step sanitize "${SANITIZE_TIMEOUT:-480}" env ZDG_CUPY_POOL=0 bash -c '
     ${RACECHECK_TESTS:-tests/test_gpu_zstd.py::test_frames_as_libzstd_reads_them tests/test_gpu.py::test_the_warps_lz4_walk_agrees_with_one_threads}'
 # shellcheck disable=SC2086  # ZPROBE_ARGS holds several words
 step zprobe 150 python3 benchmarks/probe_zstd.py ${ZPROBE_ARGS:-}
+# shellcheck disable=SC2086  # UNSHUFFLE_ARGS holds several words
+step unshuffle 90 python3 benchmarks/probe_unshuffle.py ${UNSHUFFLE_ARGS:-}
 step lz4probe 120 python3 benchmarks/probe_lz4_damage.py
 step copies 90 python3 benchmarks/probe_copies.py
 # the zstd kernels of one batch (NCU_ARGS: the probe's, default A's 512 in one call) under Nsight

@@ -270,6 +270,37 @@ def test_unshuffle_item_agrees_with_numpy_for_any_split_of_threads(lib):
             assert (out == want).all(), (ts, m, mode, threads)
 
 
+def test_bit_unshuffle_of_numeric_blocks_agrees_with_numpy(lib):
+    """Bit-shuffled blocks of a multiple of 8 whole elements of 1, 2, 4 and 8 bytes (the blocks of
+    numeric arrays, which the random blocks above seldom are), some with bytes after them, at even
+    and odd offsets, unshuffled by 1, 5 and 256 threads."""
+    rng = np.random.default_rng(12)
+    src, out = np.zeros(1 << 14, np.uint8), np.zeros(1 << 14, np.uint8)
+    for _ in range(200):
+        ts = int(rng.choice([1, 2, 4, 8]))
+        m = ts * 8 * int(rng.integers(0, 120)) + int(rng.choice([0, 0, 1, ts + 3]))
+        for at in (0, 8, 3):
+            src[:] = rng.integers(0, 256, src.size, dtype=np.uint8)
+            want = src.copy()
+            want[at : at + m] = _unshuffled(src[at : at + m], ts, 2)
+            for threads in (1, 5, 256):
+                out[:] = src
+                out[at : at + m] = 0
+                for t in range(threads):
+                    lib.unshuffle_item(
+                        ctypes.c_longlong(0),
+                        ctypes.c_longlong(t),
+                        ctypes.c_longlong(threads),
+                        _p(src),
+                        _p(out),
+                        _p(np.array([at], np.int64)),
+                        _p(np.array([m], np.int64)),
+                        _p(np.array([ts], np.int32)),
+                        _p(np.array([2], np.int32)),
+                    )
+                assert (out == want).all(), (ts, m, at, threads)
+
+
 @pytest.mark.parametrize("shuffle", [Blosc.SHUFFLE, Blosc.BITSHUFFLE])
 def test_blosc_kernels_match_numcodecs_past_the_last_whole_element(lib, shuffle):
     """Frames c-blosc writes with a type size that does not divide the data (``Blosc(typesize=...)`` on
