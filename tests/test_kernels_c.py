@@ -195,20 +195,25 @@ def _blosc_decode_on_host(lib, frame: bytes) -> bytes:
     if not flags & 2 and ((flags & 1 and ts > 1) or flags & 4):
         mode = 1 if flags & 1 and ts > 1 else 2
         for j in range(int(h["nblocks"][0])):
-            start = np.array([j * bs], np.int64)
-            bsize = np.array([min(bs, nbytes - j * bs)], np.int64)
-            lib.unshuffle_item(
-                ctypes.c_longlong(0),
-                ctypes.c_longlong(0),
-                ctypes.c_longlong(1),
-                _p(target),
-                _p(out),
-                _p(start),
-                _p(bsize),
-                _p(np.array([ts], np.int32)),
-                _p(np.array([mode], np.int32)),
-            )
+            _unshuffle(lib, target, out, j * bs, min(bs, nbytes - j * bs), ts, mode)
     return out[:nbytes].tobytes()
+
+
+def _unshuffle(lib, src, out, at: int, m: int, ts: int, mode: int, threads: int = 1) -> None:
+    """``unshuffle_item`` of the block of ``m`` bytes at ``at`` of ``src`` into ``out``, by each of
+    ``threads`` threads in turn."""
+    for t in range(threads):
+        lib.unshuffle_item(
+            ctypes.c_longlong(0),
+            ctypes.c_longlong(t),
+            ctypes.c_longlong(threads),
+            _p(src),
+            _p(out),
+            _p(np.array([at], np.int64)),
+            _p(np.array([m], np.int64)),
+            _p(np.array([ts], np.int32)),
+            _p(np.array([mode], np.int32)),
+        )
 
 
 @pytest.mark.parametrize("cname", ["lz4", "lz4hc", "zstd", "zlib"])
@@ -255,18 +260,7 @@ def test_unshuffle_item_agrees_with_numpy_for_any_split_of_threads(lib):
         for threads, fill in ((1, 0), (3, 255), (256, 0)):
             out = src.copy()
             out[at : at + m] = fill
-            for t in range(threads):
-                lib.unshuffle_item(
-                    ctypes.c_longlong(0),
-                    ctypes.c_longlong(t),
-                    ctypes.c_longlong(threads),
-                    _p(src),
-                    _p(out),
-                    _p(np.array([at], np.int64)),
-                    _p(np.array([m], np.int64)),
-                    _p(np.array([ts], np.int32)),
-                    _p(np.array([mode], np.int32)),
-                )
+            _unshuffle(lib, src, out, at, m, ts, mode, threads)
             assert (out == want).all(), (ts, m, mode, threads)
 
 
@@ -286,18 +280,7 @@ def test_bit_unshuffle_of_numeric_blocks_agrees_with_numpy(lib):
             for threads in (1, 5, 256):
                 out[:] = src
                 out[at : at + m] = 0
-                for t in range(threads):
-                    lib.unshuffle_item(
-                        ctypes.c_longlong(0),
-                        ctypes.c_longlong(t),
-                        ctypes.c_longlong(threads),
-                        _p(src),
-                        _p(out),
-                        _p(np.array([at], np.int64)),
-                        _p(np.array([m], np.int64)),
-                        _p(np.array([ts], np.int32)),
-                        _p(np.array([2], np.int32)),
-                    )
+                _unshuffle(lib, src, out, at, m, ts, 2, threads)
                 assert (out == want).all(), (ts, m, at, threads)
 
 
