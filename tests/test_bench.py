@@ -7,6 +7,7 @@ import ast
 import json
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -345,3 +346,12 @@ def test_a_blocks_task_result_is_its_tasks_output_uncopied(tmp_path):
     z[:] = np.arange(30).reshape(6, 5)
     arr = from_zarr_gpu(str(tmp_path / "a.zarr"), chunks=(2, 5), device="cpu")
     np.testing.assert_array_equal(task_result(arr.blocks[2]), z[4:6])
+
+
+def test_a_pass_is_timed_without_the_release_of_the_pass_before(monkeypatch):
+    from zarr_dask_gpu.bench import timing
+
+    monkeypatch.setattr(timing, "free_device", lambda: time.sleep(0.05))  # a slow cudaFree
+    released: list[float] = []
+    seconds = timing.timed(lambda: None, 3, timing.emptying(released))
+    assert seconds < 0.05 and len(released) == 3 and min(released) >= 0.05

@@ -18,8 +18,10 @@ from .datasets import Dataset
 
 OTHER_STAGING = "<the other staging>"
 EACH = "each"  # a row of every dataset of --datasets but A, in turn
-# how rows are measured (run.py's MEASURES): a from_zarr_gpu persist with cupy's pool emptied after
-# each pass or kept, on a one-worker LocalCUDACluster, the peers, the ceilings; cold rows run in turns
+# how rows are measured (run.py's MEASURES): a from_zarr_gpu persist from an empty cupy pool (emptied
+# before each pass, untimed; the release's median ms under RELEASE_KEY) or the pool kept, on a
+# one-worker LocalCUDACluster, the peers (each pass from an empty pool), the ceilings; cold rows run
+# in turns
 KINDS = (
     "persist",
     "kept",
@@ -36,6 +38,7 @@ KINDS = (
     "cold",
     "cold-ceiling",
 )
+RELEASE_KEY = "pool_release_ms"  # a JSON key's prefix: "pool_release_ms, <row>"
 COLD_KINDS = ("cold", "cold-ceiling")  # interleaved, the page cache dropped before every pass
 SKIP_KEYS = ("cluster", "zarr-gpu", "dask", "tensorstore", "gds", "cold", "checksum", "variants")
 # what a row of EACH may need of a dataset (``Row.needs``): zstd to decode; files that are each one zstd

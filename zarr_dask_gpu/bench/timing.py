@@ -1,5 +1,5 @@
 """One set of timing helpers for the bench and the scripts in ``benchmarks/``: timed passes, passes
-in turns, the page cache warmed or dropped, and the GPU's passes (persist, device idle, pool freed).
+in turns, the page cache warmed or dropped, and the GPU's passes (persist, device idle, pool emptied).
 cupy is imported only by the helpers that use the device."""
 
 import ast
@@ -116,13 +116,25 @@ def task_result(block: Any) -> Any:
     return dask.get(block.__dask_graph__(), key)
 
 
-def persisting(arr: Any, threads: int, free: Callable[[], None] = free_device) -> Callable[[], None]:
-    """A body to time: ``arr`` persisted on ``threads`` threads, waited for, dropped, ``free()``."""
+def emptying(seconds: list[float]) -> Callable[[], None]:
+    """``free_device`` as a pass's untimed ``before``, each call's seconds appended to ``seconds``:
+    what releasing a pass's memory costs is reported beside the pass, not inside it."""
+
+    def empty() -> None:
+        t0 = time.perf_counter()
+        free_device()
+        seconds.append(time.perf_counter() - t0)
+
+    return empty
+
+
+def persisting(arr: Any, threads: int) -> Callable[[], None]:
+    """A body to time: ``arr`` persisted on ``threads`` threads, waited for and dropped (its memory
+    back in cupy's pool, which the caller empties or keeps between passes)."""
 
     def run() -> None:
         y = arr.persist(scheduler="threads", num_workers=threads)
         sync_device()
         del y
-        free()
 
     return run
