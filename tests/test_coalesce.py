@@ -86,6 +86,24 @@ def test_a_member_that_leaves_without_submitting_releases_the_others():
     assert run.calls == [("zstd", [5])]
 
 
+def test_a_member_decoding_aside_does_not_hold_the_others_call():
+    run = Recorder()
+    c = Coalescer(run)
+    joined = threading.Event()
+
+    def body(k):
+        if k == 0:  # huge chunks: its own call, while the others join theirs without it
+            with c.aside():
+                assert joined.wait(5), "the others' call waited for the member aside"
+            return "alone"
+        got = c.submit("zstd", k)
+        joined.set()
+        return got
+
+    assert as_members(c, 3, body) == ["alone", ("zstd", 2), ("zstd", 4)]
+    assert [sorted(items) for _, items in run.calls] == [[1, 2]]
+
+
 def test_a_call_starts_once_most_items_are_pending_while_other_members_read():
     run = Recorder()
     c = Coalescer(run)

@@ -194,7 +194,8 @@ def test_tasks_decoding_at_once_share_one_nvcomp_call(tmp_path, monkeypatch):
     task still getting its own values, and the fifth, with a damaged chunk (the zstd kernels judge it
     in the joined call), its own error naming the key. With ``coalesce-tasks`` 2 they make calls of
     two tasks each, without waiting for a task still on its way; with the setting off each makes its
-    own. With ``coalesce-wait`` the task on its way holds them up no longer than that."""
+    own. With ``coalesce-wait`` the task on its way holds them up no longer than that. With
+    ``coalesce-below`` at the chunks' size (64 KiB) each makes its own call, held by no one."""
     import time
     from concurrent.futures import ThreadPoolExecutor
 
@@ -220,17 +221,19 @@ def test_tasks_decoding_at_once_share_one_nvcomp_call(tmp_path, monkeypatch):
         return launch(compression, src, *args)
 
     monkeypatch.setattr(decompress, "launch", counted)
-    for coalesce, most, patience, sizes in (
-        (True, 0, None, [20]),
-        (True, 2, None, [4, 8, 8]),
-        (False, 0, None, [4, 4, 4, 4, 4]),
-        (True, 0, "10ms", None),
+    for coalesce, most, patience, below, sizes in (
+        (True, 0, None, "64MiB", [20]),
+        (True, 2, None, "64MiB", [4, 8, 8]),
+        (False, 0, None, "64MiB", [4, 4, 4, 4, 4]),
+        (True, 0, "10ms", "64MiB", None),
+        (True, 0, None, "64KiB", [4, 4, 4, 4, 4]),
     ):
         calls.clear()
         settings = {
             "zarr_dask_gpu.coalesce-decodes": coalesce,
             "zarr_dask_gpu.coalesce-tasks": most,
             "zarr_dask_gpu.coalesce-wait": patience,
+            "zarr_dask_gpu.coalesce-below": below,
         }
         with dask.config.set(settings), ThreadPoolExecutor(5) as ex:
             with joined.member():  # a task on its way: a joined call of every task waits for it
@@ -242,7 +245,8 @@ def test_tasks_decoding_at_once_share_one_nvcomp_call(tmp_path, monkeypatch):
                 # held up only when joined calls wait, unbounded, for a task on its way: every task,
                 # or the odd one out of the pairs
                 done = all(f.done() for f in [*futures, broken])
-                assert done != (coalesce and patience is None and (not most or 5 % most != 0))
+                joining = coalesce and below == "64MiB"
+                assert done != (joining and patience is None and (not most or 5 % most != 0))
             np.testing.assert_array_equal(np.concatenate([f.result() for f in futures]), want)
             with pytest.raises(ChunkDecodeError, match="c/1/0"):
                 broken.result()

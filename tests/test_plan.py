@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zarr_dask_gpu.plan import block_chunks, block_pieces, decode_calls
+from zarr_dask_gpu.plan import block_chunks, block_pieces, decode_calls, joins
 
 
 @st.composite
@@ -128,6 +128,15 @@ def test_decode_calls_cover_the_batch_in_order_within_the_limit(sizes, limit):
     for c in calls:  # over the limit by less than one item (its first, which may straddle a multiple)
         assert sum(sizes[i] for i in c[1:]) <= limit
     assert len(decode_calls(np.array(sizes), None)) == 1
+
+
+def test_a_batch_joins_others_calls_while_its_items_average_below_the_bound():
+    mib = 1 << 20
+    assert joins(np.array([8 * mib] * 256), 64 * mib)  # A-large: 256 chunks of 8 MiB
+    assert joins(np.array([32 << 10] * 16384), 64 * mib)  # E: blosc inner streams
+    assert not joins(np.array([256 * mib] * 2), 64 * mib)  # Ez: two frames of 256 MiB
+    assert not joins(np.array([64 * mib]), 64 * mib)  # at the bound: alone
+    assert joins(np.array([256 * mib, 1]), None) and joins(np.array([], dtype=np.int64), 64 * mib)
 
 
 def test_default_block_size_leaves_every_thread_work():

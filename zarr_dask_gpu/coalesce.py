@@ -51,6 +51,19 @@ class Coalescer[T, R]:
                 self._on_way -= 1
                 self._cv.notify_all()
 
+    @contextlib.contextmanager
+    def aside(self) -> Iterator[None]:
+        """Inside ``member``: work of this member that joins no call, during which the others'
+        submitted items do not wait for it."""
+        with self._cv:
+            self._on_way -= 1
+            self._cv.notify_all()
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._on_way += 1
+
     def submit(self, key: Hashable, item: T, most: int = 0, patience: float | None = None) -> R:
         """``item``'s result from a call of ``run`` with every item of ``key`` pending when no member is
         on its way, once ``most`` are pending (0: no such bound), or once ``item`` has waited

@@ -54,6 +54,9 @@ SETTINGS: dict[str, Setting] = {
     ),
     "coalesce-decodes": Setting(True, "bool", "join the decode calls of a device's tasks decoding at once"),
     "coalesce-tasks": Setting(2, "int", "make a joined call once this many tasks' calls are ready (0: all)"),
+    "coalesce-below": Setting(
+        "64MiB", "bytes", "tasks whose chunks average this size or more decode alone (None: none)", True
+    ),
     "coalesce-wait": Setting(
         "10ms", "duration", "the longest a call waits for the others' (None: no bound)", True
     ),

@@ -100,6 +100,13 @@ def _aligned_blocks(
     return normalize_chunks(tuple(block), shape)
 
 
+def joins(out_sizes: np.ndarray, below: int | None) -> bool:
+    """Whether a task's decode batch joins other tasks' calls (``coalesce-below``): its items average
+    fewer than ``below`` decoded bytes (None: always). Few huge frames fill the device alone, and a
+    joined call would wait for its partner's reads."""
+    return below is None or len(out_sizes) == 0 or float(np.mean(out_sizes)) < below
+
+
 def decode_calls(out_sizes: np.ndarray, limit: int | str | None) -> list[np.ndarray]:
     """The items of a decode batch split into consecutive calls of about ``limit`` decoded bytes (by
     the multiple of ``limit`` their last byte falls under: a call exceeds it by less than one item);

@@ -9,6 +9,7 @@ import cupy as cp
 
 from .. import config
 from ..coalesce import Coalescer
+from ..plan import joins
 from . import decompress, phases
 from .streams import joining_stream
 
@@ -29,16 +30,20 @@ def member() -> contextlib.AbstractContextManager:
 def decode(compression: str, batch: decompress.Batch) -> list[tuple[int, str]]:
     """``batch`` decoded, joined with the device's other tasks' calls when coalescing, alone
     otherwise; its failures as (index, reason)."""
-    if coalescing():
-        # a joined call that raised (scratch too large for many tasks' chunks) is retried alone,
-        # so that each task gets its own outcome
-        with contextlib.suppress(Exception):
-            return _coalescer().submit(
-                compression,
-                batch,
-                config.integer("coalesce-tasks"),
-                config.maybe_seconds("coalesce-wait"),
-            )
+    if not coalescing():
+        return _decode_joined(compression, [batch])[0]
+    if not joins(batch.dst_sizes, config.maybe_nbytes("coalesce-below")):
+        with _coalescer().aside():  # the others' calls need not wait for this one
+            return _decode_joined(compression, [batch])[0]
+    # a joined call that raised (scratch too large for many tasks' chunks) is retried alone, so that
+    # each task gets its own outcome
+    with contextlib.suppress(Exception):
+        return _coalescer().submit(
+            compression,
+            batch,
+            config.integer("coalesce-tasks"),
+            config.maybe_seconds("coalesce-wait"),
+        )
     return _decode_joined(compression, [batch])[0]
 
 
