@@ -751,8 +751,10 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u16
             return;
         }
         u32 sl = zr_read(&bs, log[0]), so = zr_read(&bs, log[1]), sm = zr_read(&bs, log[2]);
-        const i64 lit_size = r->lit_size, most = r->bmax;
-        i64 litsum = 0;
+        // 32-bit sums: a block's literals and output are at most 128 KiB (its walk checked), and each
+        // sum is tested against its bound after every sequence's lengths (each under 2^17)
+        const u32 lit_size = (u32)r->lit_size, most = (u32)r->bmax;
+        u32 litsum = 0, made = (u32)total;
         u64* out = seqs + r->seq;
         for (int k = 0; k < nseq; k++) {
             u32 el = t[0][sl], eo = t[1][so], em = t[2][sm];
@@ -769,11 +771,13 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u16
             zr_reload(&bs);  // 57 bits or more: the offset's 26 and the match length's 16
             u32 ofv = (1u << oc) + zr_read(&bs, (int)oc);
             u32 ml = (mx & 0xffffff) + zr_read(&bs, (int)(mx >> 24));
-            zr_reload(&bs);  // the literal length's 16 and the states' 26
+            const u32 dl = el >> 6, dm = em >> 6, d_o = eo >> 6;
+            const int nl = log[0] - zs_hsb(dl), nm = log[2] - zs_hsb(dm), no = log[1] - zs_hsb(d_o);
+            // the literal length's bits and the states' (at most 16 and 26): reloaded only when the
+            // container holds fewer, as libzstd does, so that most sequences wait on one load, not two
+            if (bs.used + (int)(lx >> 24) + nl + nm + no > 64) zr_reload(&bs);
             u32 ll = (lx & 0xffffff) + zr_read(&bs, (int)(lx >> 24));
             if (k != nseq - 1) {  // the states' bits in one read: LL's, then ML's, then OF's
-                u32 dl = el >> 6, dm = em >> 6, d_o = eo >> 6;
-                int nl = log[0] - zs_hsb(dl), nm = log[2] - zs_hsb(dm), no = log[1] - zs_hsb(d_o);
                 u32 v = zr_read(&bs, nl + nm + no);
                 sl = (dl << nl) - size_l + (v >> (nm + no));
                 sm = (dm << nm) - size_m + ((v >> no) & ((1u << nm) - 1));
@@ -797,13 +801,15 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u16
                 }
             }
             litsum += ll;
-            total += ml;
-            if (litsum > lit_size || total > most) {
+            made += ml;
+            if (litsum > lit_size || made > most) {
                 zs_fail(status + r->chunk, ZS_CORRUPT);
                 return;
             }
             out[k] = (u64)ll | ((u64)ml << 18) | ((u64)off << 36);
         }
+        total = made;
+        zr_reload(&bs);  // the loop may end before a reload it did not need: the stream's start is at 0
         if (bs.at != 0 || bs.used != bs.end) {
             zs_fail(status + r->chunk, ZS_CORRUPT);
             return;
