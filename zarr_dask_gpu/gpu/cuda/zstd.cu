@@ -1496,23 +1496,35 @@ __global__ void zs_resolve_blocks(i64 n, const u64* src, const zblock* blocks, c
     }
 }
 
-// One wave: a thread block a zstd block, its threads over its matches not done.
+// One wave: a thread block a zstd block, its threads over its matches not done, pass after pass while a
+// pass completes some (at most ZS_WAVE_PASSES): a match waiting on an earlier one of its block, or of a
+// block that ran before it in the wave, is copied in this wave, not the next.
+#ifndef ZS_WAVE_PASSES
+#define ZS_WAVE_PASSES 8
+#endif
 __global__ void zs_wave(i64 n, const zblock* blocks, u64* seqs, const u64* dst, const u64* bits, int* remaining,
                         unsigned long long* left, const int* status) {
-    __shared__ int done, go;
+    __shared__ int done, todo;
     const zblock* r = blocks + blockIdx.x;
     if (threadIdx.x == 0) {
         done = 0;
-        go = blockIdx.x < n && r->type == 2 && remaining[blockIdx.x] > 0 && !status[r->chunk];  // waves' only
+        bool go = blockIdx.x < n && r->type == 2 && !status[r->chunk];  // waves' only (`remaining` > 0)
+        todo = go ? remaining[blockIdx.x] : 0;
     }
     __syncthreads();
-    if (!go) return;
+    if (todo <= 0) return;
     u8* chunk = (u8*)dst[r->chunk];
     u32* map = (u32*)bits[r->chunk];
-    int mine = 0;
-    for (int k = threadIdx.x; k < r->nseq; k += blockDim.x) mine += zs_match(r, seqs + r->seq + k, chunk, map);
-    if (mine) atomicAdd(&done, mine);
-    __syncthreads();
+    for (int pass = 0, before = 0; pass < ZS_WAVE_PASSES; pass++) {
+        int mine = 0;
+        for (int k = threadIdx.x; k < r->nseq; k += blockDim.x) mine += zs_match(r, seqs + r->seq + k, chunk, map);
+        if (mine) atomicAdd(&done, mine);
+        __syncthreads();
+        int now = done;
+        __syncthreads();  // every thread has read the count before the next pass adds to it
+        if (now == before || now == todo) break;  // the same for every thread
+        before = now;
+    }
     if (threadIdx.x == 0 && done) {
         remaining[blockIdx.x] -= done;
         atomicAdd(left, (unsigned long long)(-(long long)done));
