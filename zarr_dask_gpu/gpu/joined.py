@@ -30,21 +30,20 @@ def member() -> contextlib.AbstractContextManager:
 def decode(compression: str, batch: decompress.Batch) -> list[tuple[int, str]]:
     """``batch`` decoded, joined with the device's other tasks' calls when coalescing, alone
     otherwise; its failures as (index, reason)."""
-    if not coalescing():
+    if coalescing() and joins(batch.dst_sizes, config.maybe_nbytes("coalesce-below")):
+        # a joined call that raised (scratch too large for many tasks' chunks) is retried alone below,
+        # so that each task gets its own outcome
+        with contextlib.suppress(Exception):
+            return _coalescer().submit(
+                compression,
+                batch,
+                config.integer("coalesce-tasks"),
+                config.maybe_seconds("coalesce-wait"),
+            )
+    # alone: not coalescing, chunks too large to join, or a joined call that raised; meanwhile the
+    # others' calls need not wait for this one
+    with _coalescer().aside() if coalescing() else contextlib.nullcontext():
         return _decode_joined(compression, [batch])[0]
-    if not joins(batch.dst_sizes, config.maybe_nbytes("coalesce-below")):
-        with _coalescer().aside():  # the others' calls need not wait for this one
-            return _decode_joined(compression, [batch])[0]
-    # a joined call that raised (scratch too large for many tasks' chunks) is retried alone, so that
-    # each task gets its own outcome
-    with contextlib.suppress(Exception):
-        return _coalescer().submit(
-            compression,
-            batch,
-            config.integer("coalesce-tasks"),
-            config.maybe_seconds("coalesce-wait"),
-        )
-    return _decode_joined(compression, [batch])[0]
 
 
 def _decode_joined(compression: Hashable, batches: Sequence[decompress.Batch]) -> list[list[tuple[int, str]]]:
