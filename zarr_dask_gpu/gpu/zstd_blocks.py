@@ -326,5 +326,5 @@ def _copy_by_waves(
             break
         before = now
     else:  # the waves' bound: the rest in order
-        _run("zs_finish", n, base_d, counts, rec, seq, dst_d, bits_d, which_d, status)
+        _run("zs_finish", n, base_d, counts, rec, seq, remaining, dst_d, bits_d, which_d, status)
     return (bits, bits_d, remaining, left)
