@@ -11,9 +11,10 @@ started and how long it took), and for the full case one line per task.
 
 Run on the GPU host after `zarr-dask-gpu bench` has written its dataset:
     python3 benchmarks/timeline.py [--path /tmp/bench-a.zarr] [--threads 16] [--cold] [--case PREFIX]
-        [--settings coalesce-tasks=4,read-slots=0 ...]
-With ``--cold`` the dataset's files leave the page cache before each pass. ``--scratch`` reports one
-task's peak device memory per ``decode-call-bytes`` instead.
+        [--release] [--settings coalesce-tasks=4,read-slots=0 ...]
+With ``--cold`` the dataset's files leave the page cache before each pass; with ``--release`` cupy's pool
+is emptied before each pass, so that it allocates all it uses (the bench's first row). ``--scratch``
+reports one task's peak device memory per ``decode-call-bytes`` instead.
 """
 
 import argparse
@@ -83,6 +84,11 @@ def main() -> None:
     p.add_argument("--case", action="append", help="run only the cases whose names start so (repeatable)")
     p.add_argument("--cold", action="store_true", help="the page cache dropped before each pass (untimed)")
     p.add_argument(
+        "--release",
+        action="store_true",
+        help="cupy's pool emptied before each pass (untimed), as in the bench's first row",
+    )
+    p.add_argument(
         "--settings",
         action="append",
         default=[],
@@ -128,6 +134,8 @@ def main() -> None:
                 for _ in range(2):
                     if args.cold:
                         drop_cache(files)
+                    if args.release:
+                        free_device()
                     with phases.collect() as spans:
                         t0 = time.perf_counter()
                         outs = list(ex.map(lambda b: read_region(info, *b, "gpu", False), boxes))
