@@ -212,6 +212,21 @@ ZD void zr_reload(zrev* r) {
     }
 }
 
+// zr_reload where the reader is past the stream's last 16 bytes, so that the two words hold inside it:
+// no branch (a reload of nothing loads the same bytes again). On the host, zr_reload.
+ZD void zr_reload_mid(zrev* r) {
+#ifdef __CUDA_ARCH__
+    int k = r->used >> 3;
+    k = k < r->at ? k : r->at;
+    r->at -= k;
+    r->used -= 8 * k;
+    u64 bits = zs_words8(r->s + r->at);
+    r->cur = r->used < 64 ? bits << r->used : 0;  // 64 or more only in a stream read past its start
+#else
+    zr_reload(r);
+#endif
+}
+
 ZD u32 zr_read(zrev* r, int nbits) {  // nbits <= 31
     u32 v = ((u32)(r->cur >> 32) >> 1) >> (31 - nbits);
     r->cur <<= nbits;
@@ -722,11 +737,67 @@ ZD int zs_huf_entries(const zblock* blocks, i64 i, const int* status) {
 
 ZD u32 zs_minus1(u32 h) { return (h & ZS_SYMBOLIC) ? h + 1 : (h ? h - 1 : 0); }
 
+// A block's sequence decoder between two sequences: the bit reader, the three states, the repeat
+// offsets, the sums, and what went wrong (ZS_CORRUPT, or ZS_UNSUPPORTED for an offset code over 26).
+typedef struct {
+    zrev bs;
+    u32 sl, so, sm, h0, h1, h2, litsum, made;
+    int bad;
+} zseqs;
+
+// One sequence into `out`. Branch-free but for the second reload: the loop's chain is its dependent
+// loads and shifts, and a branch would close the compiler's schedule around it. `mid`: the reader is
+// past the stream's last 16 bytes (zr_reload_mid); `last`: the states are not updated. Symbols were
+// checked against their codes' ranges when the tables were placed.
+ZD void zs_sequence(zseqs* d, const u16* const* t, const int* log, const zlengths* len, int mid, int last,
+                    u32 lit_size, u32 most, u64* out) {
+    u32 el = t[0][d->sl], eo = t[1][d->so], em = t[2][d->sm];
+    u32 lc = el & 63, oc = eo & 63, mc = em & 63;
+    if (oc > ZS_MAX_OFFSET_CODE) {  // a window over 128 MiB: libzstd's, on the host
+        d->bad = ZS_UNSUPPORTED;
+        oc = ZS_MAX_OFFSET_CODE;  // the rest of the step reads what it may, and the loop ends
+    }
+    u32 lx = len->ll[lc], mx = len->ml[mc];
+    if (mid) zr_reload_mid(&d->bs);
+    else zr_reload(&d->bs);  // 57 bits or more: the offset's 26 and the match length's 16
+    u32 ofv = (1u << oc) + zr_read(&d->bs, (int)oc);
+    u32 ml = (mx & 0xffffff) + zr_read(&d->bs, (int)(mx >> 24));
+    const u32 dl = el >> 6, dm = em >> 6, d_o = eo >> 6;
+    const int nl = log[0] - zs_hsb(dl), nm = log[2] - zs_hsb(dm), no = log[1] - zs_hsb(d_o);
+    // the literal length's bits and the states' (at most 16 and 26): reloaded only when the container
+    // holds fewer, as libzstd does, so that most sequences wait on one load, not two
+    if (d->bs.used + (int)(lx >> 24) + nl + nm + no > 64) {
+        if (mid) zr_reload_mid(&d->bs);
+        else zr_reload(&d->bs);
+    }
+    u32 ll = (lx & 0xffffff) + zr_read(&d->bs, (int)(lx >> 24));
+    u32 v = zr_read(&d->bs, last ? 0 : nl + nm + no);  // the states' bits in one read: LL's, ML's, OF's
+    d->sl = (dl << nl) - (1u << log[0]) + (v >> (nm + no));
+    d->sm = (dm << nm) - (1u << log[2]) + ((v >> no) & ((1u << nm) - 1));
+    d->so = (d_o << no) - (1u << log[1]) + (v & ((1u << no) - 1));
+    // repeat offsets (RFC 8878 3.1.2.5): an offset value of 1-3 picks one, shifted by one when the
+    // literal length is 0; the history shifts past the one taken
+    u32 idx = ofv - 1 + (ll == 0), m1 = zs_minus1(d->h0);  // idx 0-3 where ofv is 1-3
+    u32 rep = (idx & 2) ? ((idx & 1) ? m1 : d->h2) : ((idx & 1) ? d->h1 : d->h0);
+    int fresh = ofv > 3;
+    u32 off = fresh ? ofv - 3 : rep;
+    d->h2 = fresh || idx >= 2 ? d->h1 : d->h2;
+    d->h1 = fresh || idx >= 1 ? d->h0 : d->h1;
+    d->h0 = off;
+    d->litsum += ll;
+    d->made += ml;
+    if (d->litsum > lit_size || d->made > most) d->bad = d->bad ? d->bad : ZS_CORRUPT;
+    *out = (u64)ll | ((u64)ml << 18) | ((u64)off << 36);
+}
+
 ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u16* fse, const zlengths* len,
                           u64* seqs, int* status, u16* room) {
     zblock* r = blocks + i;
     if (r->type != 2 || status[r->chunk]) return;
-    u32 h0 = r->hist_in[0], h1 = r->hist_in[1], h2 = r->hist_in[2];
+    zseqs d;
+    d.h0 = r->hist_in[0];
+    d.h1 = r->hist_in[1];
+    d.h2 = r->hist_in[2];
     i64 total = r->lit_size;
     const int nseq = r->nseq;
     if (nseq) {
@@ -734,6 +805,8 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u16
         const u16* t[3];
         int log[3];
         const int at[3] = {0, 2 * ZS_FSE_ENTRIES, ZS_FSE_ENTRIES}, logmax[3] = {9, 8, 9};  // LL, OF, ML
+        const u32 symmax[3] = {35, 31, 52};
+        u32 over = 0;
         for (int k = 0; k < 3; k++) {
             const u16* table = fse + ((i64)r->def[k] * 3 + k) * ZS_FSE_ENTRIES;
             log[k] = blocks[r->def[k]].fse_log[k];
@@ -741,84 +814,47 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u16
                 zs_fail(status + r->chunk, ZS_CORRUPT);
                 return;
             }
-            for (int e = 0; e < (1 << log[k]); e++) room[at[k] + e] = table[e];
+            for (int e = 0; e < (1 << log[k]); e++) {  // and its symbols their codes' lengths tables
+                u16 v = table[e];
+                over |= (u32)((v & 63) > symmax[k]);
+                room[at[k] + e] = v;
+            }
             t[k] = room + at[k];
         }
-        const u32 size_l = 1u << log[0], size_o = 1u << log[1], size_m = 1u << log[2];
-        zrev bs;
-        if (!zr_init(&bs, b + r->bits_at, r->size - r->bits_at)) {
+        if (over || !zr_init(&d.bs, b + r->bits_at, r->size - r->bits_at)) {
             zs_fail(status + r->chunk, ZS_CORRUPT);
             return;
         }
-        u32 sl = zr_read(&bs, log[0]), so = zr_read(&bs, log[1]), sm = zr_read(&bs, log[2]);
+        d.sl = zr_read(&d.bs, log[0]);
+        d.so = zr_read(&d.bs, log[1]);
+        d.sm = zr_read(&d.bs, log[2]);
         // 32-bit sums: a block's literals and output are at most 128 KiB (its walk checked), and each
         // sum is tested against its bound after every sequence's lengths (each under 2^17)
         const u32 lit_size = (u32)r->lit_size, most = (u32)r->bmax;
-        u32 litsum = 0, made = (u32)total;
+        d.litsum = 0;
+        d.made = (u32)total;
+        d.bad = 0;
         u64* out = seqs + r->seq;
-        for (int k = 0; k < nseq; k++) {
-            u32 el = t[0][sl], eo = t[1][so], em = t[2][sm];
-            u32 lc = el & 63, oc = eo & 63, mc = em & 63;
-            if (lc > 35 || mc > 52) {
-                zs_fail(status + r->chunk, ZS_CORRUPT);
-                return;
-            }
-            if (oc > ZS_MAX_OFFSET_CODE) {  // a window over 128 MiB: libzstd's, on the host
-                zs_fail(status + r->chunk, ZS_UNSUPPORTED);
-                return;
-            }
-            u32 lx = len->ll[lc], mx = len->ml[mc];
-            zr_reload(&bs);  // 57 bits or more: the offset's 26 and the match length's 16
-            u32 ofv = (1u << oc) + zr_read(&bs, (int)oc);
-            u32 ml = (mx & 0xffffff) + zr_read(&bs, (int)(mx >> 24));
-            const u32 dl = el >> 6, dm = em >> 6, d_o = eo >> 6;
-            const int nl = log[0] - zs_hsb(dl), nm = log[2] - zs_hsb(dm), no = log[1] - zs_hsb(d_o);
-            // the literal length's bits and the states' (at most 16 and 26): reloaded only when the
-            // container holds fewer, as libzstd does, so that most sequences wait on one load, not two
-            if (bs.used + (int)(lx >> 24) + nl + nm + no > 64) zr_reload(&bs);
-            u32 ll = (lx & 0xffffff) + zr_read(&bs, (int)(lx >> 24));
-            if (k != nseq - 1) {  // the states' bits in one read: LL's, then ML's, then OF's
-                u32 v = zr_read(&bs, nl + nm + no);
-                sl = (dl << nl) - size_l + (v >> (nm + no));
-                sm = (dm << nm) - size_m + ((v >> no) & ((1u << nm) - 1));
-                so = (d_o << no) - size_o + (v & ((1u << no) - 1));
-            }
-            u32 off;
-            if (ofv > 3) {
-                off = ofv - 3;
-                h2 = h1;
-                h1 = h0;
-                h0 = off;
-            } else {
-                u32 idx = ofv - 1 + (ll == 0);
-                if (idx == 0) {
-                    off = h0;
-                } else {
-                    off = idx == 1 ? h1 : (idx == 2 ? h2 : zs_minus1(h0));
-                    if (idx > 1) h2 = h1;
-                    h1 = h0;
-                    h0 = off;
-                }
-            }
-            litsum += ll;
-            made += ml;
-            if (litsum > lit_size || made > most) {
-                zs_fail(status + r->chunk, ZS_CORRUPT);
-                return;
-            }
-            out[k] = (u64)ll | ((u64)ml << 18) | ((u64)off << 36);
+        int k = 0;
+        for (; k < nseq - 1 && !d.bad && d.bs.at + 16 > d.bs.n; k++)  // the stream's last 16 bytes
+            zs_sequence(&d, t, log, len, 0, 0, lit_size, most, out + k);
+        for (; k < nseq - 1 && !d.bad; k++) zs_sequence(&d, t, log, len, 1, 0, lit_size, most, out + k);
+        if (!d.bad) zs_sequence(&d, t, log, len, 0, 1, lit_size, most, out + k);
+        if (d.bad) {
+            zs_fail(status + r->chunk, d.bad);
+            return;
         }
-        total = made;
-        zr_reload(&bs);  // the loop may end before a reload it did not need: the stream's start is at 0
-        if (bs.at != 0 || bs.used != bs.end) {
+        total = d.made;
+        zr_reload(&d.bs);  // the loop may end before a reload it did not need: the stream's start is at 0
+        if (d.bs.at != 0 || d.bs.used != d.bs.end) {
             zs_fail(status + r->chunk, ZS_CORRUPT);
             return;
         }
     }
     r->dsize = (int)total;
-    r->hist_out[0] = h0;
-    r->hist_out[1] = h1;
-    r->hist_out[2] = h2;
+    r->hist_out[0] = d.h0;
+    r->hist_out[1] = d.h1;
+    r->hist_out[2] = d.h2;
 }
 
 // ---- placing a frame's blocks (a thread a frame) -----------------------------------------------------------
