@@ -213,18 +213,18 @@ ZD void zr_reload(zrev* r) {
 }
 
 // zr_reload where the reader is past the stream's last 16 bytes, so that the two words hold inside it:
-// no branch (a reload of nothing loads the same bytes again). On the host, zr_reload.
+// no branch (a reload of nothing loads the same bytes again, shifted as the reads left them).
 ZD void zr_reload_mid(zrev* r) {
-#ifdef __CUDA_ARCH__
     int k = r->used >> 3;
     k = k < r->at ? k : r->at;
     r->at -= k;
     r->used -= 8 * k;
+#ifdef __CUDA_ARCH__
     u64 bits = zs_words8(r->s + r->at);
-    r->cur = r->used < 64 ? bits << r->used : 0;  // 64 or more only in a stream read past its start
 #else
-    zr_reload(r);
+    u64 bits = zs_le(r->s + r->at, 8);
 #endif
+    r->cur = r->used < 64 ? bits << r->used : 0;  // 64 or more only in a stream read past its start
 }
 
 ZD u32 zr_read(zrev* r, int nbits) {  // nbits <= 31
