@@ -747,8 +747,8 @@ typedef struct {
 
 // One sequence into `out`. Branch-free but for the second reload: the loop's chain is its dependent
 // loads and shifts, and a branch would close the compiler's schedule around it. `mid`: the reader is
-// past the stream's last 16 bytes (zr_reload_mid); `last`: the states are not updated. Symbols were
-// checked against their codes' ranges when the tables were placed.
+// past the stream's last 16 bytes (zr_reload_mid); `last`: no states' bits are read (the states it
+// leaves are not used). Symbols were checked against their codes' ranges when the tables were placed.
 ZD void zs_sequence(zseqs* d, const u16* const* t, const int* log, const zlengths* len, int mid, int last,
                     u32 lit_size, u32 most, u64* out) {
     u32 el = t[0][d->sl], eo = t[1][d->so], em = t[2][d->sm];
@@ -814,7 +814,7 @@ ZD void zs_sequences_item(i64 i, const u8* const* src, zblock* blocks, const u16
                 zs_fail(status + r->chunk, ZS_CORRUPT);
                 return;
             }
-            for (int e = 0; e < (1 << log[k]); e++) {  // and its symbols their codes' lengths tables
+            for (int e = 0; e < (1 << log[k]); e++) {  // and its symbols must index their lengths tables
                 u16 v = table[e];
                 over |= (u32)((v & 63) > symmax[k]);
                 room[at[k] + e] = v;
