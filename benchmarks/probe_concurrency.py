@@ -16,25 +16,23 @@ import cupy as cp
 import numpy as np
 from numcodecs import Zstd
 
-from zarr_dask_gpu.bench import datasets
+from zarr_dask_gpu.bench import ceilings, datasets
 from zarr_dask_gpu.bench.timing import settings
 from zarr_dask_gpu.gpu import decompress, zstd_blocks
 from zarr_dask_gpu.gpu.sync import wait
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 2048
-found = [Path(f).read_bytes() for f in datasets.chunk_files(datasets.DEFAULT_PATH)]
-blobs = [found[i % len(found)] for i in range(N)]
-nbytes = len(bytes(Zstd().decode(blobs[0])))
-starts = np.cumsum([0, *[-(-len(b) // 16) * 16 for b in blobs]])
-host = np.zeros(int(starts[-1]), np.uint8)
-for s, b in zip(starts[:-1], blobs, strict=True):
-    host[s : s + len(b)] = np.frombuffer(b, np.uint8)
-comp = cp.asarray(host)
+found = datasets.chunk_files(datasets.DEFAULT_PATH)
+files = [found[i % len(found)] for i in range(N)]
+nbytes = len(bytes(Zstd().decode(Path(files[0]).read_bytes())))
+sizes, offs = ceilings.layout(files)
+comp = ceilings.compressed(files)  # laid out and read as the bench's decode ceilings read them
+ceilings.kvikio_read_all(files, comp)
 out = cp.empty(nbytes * N, np.uint8)
-SRC = np.uint64(comp.data.ptr) + starts[:-1].astype(np.uint64)
+SRC = np.uint64(comp.data.ptr) + offs[:-1].astype(np.uint64)
 DST = np.uint64(out.data.ptr) + np.arange(N, dtype=np.uint64) * np.uint64(nbytes)
-SIZES = np.array([len(b) for b in blobs], np.uint64)
-print(f"{N} frames of {nbytes / 2**20:.1f} MiB, {host.nbytes / 1e9:.2f} GB compressed", flush=True)
+SIZES = sizes.astype(np.uint64)
+print(f"{N} frames of {nbytes / 2**20:.1f} MiB, {comp.nbytes / 1e9:.2f} GB compressed", flush=True)
 streams = [cp.cuda.Stream(non_blocking=True) for _ in range(32)]
 
 
@@ -72,7 +70,7 @@ def run(k: int, delta_ms: float, decoder: str = "blocks") -> tuple[float, list]:
 
 def check() -> None:
     for i in (0, N // 2, N - 1):
-        want = np.frombuffer(Zstd().decode(blobs[i]), np.uint8)
+        want = np.frombuffer(Zstd().decode(Path(files[i]).read_bytes()), np.uint8)
         assert np.array_equal(out[i * nbytes : (i + 1) * nbytes].get(), want), i
 
 
@@ -94,7 +92,7 @@ for decoder in ("blocks", "nvcomp"):
             f"{N * nbytes / t / 1e9:6.2f} GB/s | {calls}",
             flush=True,
         )
-# one call's kernels, 256 chunks alone
+# one call's kernels alone, at 128, 256 and 512 chunks
 for n in (128, 256, 512):
     with settings({"zstd-decoder": "blocks"}), zstd_blocks.kernel_times() as launches:
         call(np.arange(n), streams[0], [], time.perf_counter())
