@@ -1,0 +1,59 @@
+"""Passes of ``from_zarr_gpu(path).persist()`` as the bench's first row times them (16 threads, cupy's
+pool emptied before each pass, untimed), with variants in turns: package settings, or the zstd frame
+copier's step forced (``zstd_blocks.frame_step``). Each variant is warmed once; a round runs each once.
+Run on the GPU host after `zarr-dask-gpu bench` (or ``python3 -m zarr_dask_gpu.bench.datasets A-large``)
+has written the dataset:
+    python3 benchmarks/passes.py [--path /tmp/bench-a.zarr-large] [--rounds 5] [--variants default
+        step=short step=mid coalesce-tasks=3 ...]
+"""
+
+import argparse
+import contextlib
+import statistics
+import time
+from typing import Any
+
+from zarr_dask_gpu import from_zarr_gpu
+from zarr_dask_gpu.bench.timing import free_device, parse_settings, persisting, settings
+from zarr_dask_gpu.gpu import zstd_blocks
+
+
+def variant(text: str) -> Any:
+    """``default``, ``step=NAME`` (a name of ``zstd_blocks.FRAME_STEPS``) or settings as
+    ``coalesce-tasks=3,read-slots=1``: a context to run passes in."""
+    if text == "default":
+        return contextlib.nullcontext()
+    if text.startswith("step="):
+        return zstd_blocks.frame_step(text.removeprefix("step="))
+    return settings(parse_settings(text))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--path", default="/tmp/bench-a.zarr-large")
+    p.add_argument("--threads", type=int, default=16)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--variants", nargs="+", default=["default", "step=short", "step=mid", "step=long"])
+    args = p.parse_args()
+    x = from_zarr_gpu(args.path, device="gpu")
+    body = persisting(x, args.threads)
+    for v in args.variants:
+        with variant(v):
+            body()  # compiles what the variant launches
+    times: dict[str, list[float]] = {v: [] for v in args.variants}
+    for _ in range(args.rounds):
+        for v in args.variants:
+            with variant(v):
+                free_device()
+                t0 = time.perf_counter()
+                body()
+                times[v].append(time.perf_counter() - t0)
+    for v, t in times.items():
+        m = statistics.median(t)
+        passes = " ".join(f"{s * 1e3:.0f}" for s in t)
+        rate = x.nbytes / m / 1e9
+        print(f"{v:24s} median {m * 1e3:6.1f} ms {rate:6.2f} GB/s  passes (ms) {passes}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
