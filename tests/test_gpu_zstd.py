@@ -21,10 +21,10 @@ from .test_zstd_c import (
 pytestmark = pytest.mark.gpu
 
 
-# each copier, and the frame copier at each of its longer steps
+# each copier, and the frame copier at its long step
 KERNELS = pytest.mark.parametrize(
     "copier,step",
-    [("frames", "short"), ("waves", None), ("warps", None), ("frames", "mid"), ("frames", "long")],
+    [("frames", "short"), ("waves", None), ("warps", None), ("frames", "long")],
 )
 
 
@@ -150,21 +150,18 @@ def test_the_rule_picks_a_copier_by_the_chunks_counts():
 
 
 def test_the_rule_picks_the_frame_copiers_step_by_the_batchs_chunks():
-    """The long step for batches of no more chunks than SMs (on an H200, A's 32 chunks), the mid step
-    for up to twice that (A-large's joined calls of 256), whose copiers launch thread blocks that
-    large; zstd.cu's own for more (A's 512); a source given to ``compiled_from`` keeps its own."""
+    """The long step for batches of no more chunks than SMs (on an H200, A's 32 chunks), whose copier
+    launches thread blocks that large; zstd.cu's own for more (A's 512); a source given to
+    ``compiled_from`` keeps its own."""
     import cupy as cp
 
     from zarr_dask_gpu.gpu import zstd_blocks
 
     device = cp.cuda.Device().id
     sms = zstd_blocks._sms(device)
-    steps = zstd_blocks.FRAME_STEPS
-    for name in ("mid", "long"):  # the longer copiers' registers allow their threads
-        assert zstd_blocks.step_launches(device, steps[name])
-    chunks = (1, sms, sms + 1, 2 * sms, 2 * sms + 1, 4 * sms)
-    want = ["long", "long", "mid", "mid", "short", "short"]
-    assert [zstd_blocks._frame_step(k) for k in chunks] == [steps[w] for w in want]
+    long, short = zstd_blocks.FRAME_STEPS["long"], zstd_blocks.FRAME_STEPS["short"]
+    assert zstd_blocks._long_step_launches(device)  # the long copier's registers allow 1024 threads
+    assert [zstd_blocks._frame_step(k) for k in (1, sms, sms + 1, 4 * sms)] == [long, long, short, short]
     with zstd_blocks.compiled_from("#define ZS_STEP 512\n" + zstd_blocks.source()):
         assert zstd_blocks._frame_step(1) == 512
 

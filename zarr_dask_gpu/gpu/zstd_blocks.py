@@ -27,14 +27,11 @@ REASONS = {  # the kernels' statuses; 5, a frame they do not take, has no reason
 }
 _THREADS = 128
 _STEP = 256  # ZS_STEP as zstd.cu defines it: the copiers' threads, one a sequence of a step
-# the frame copier's steps (its thread block's threads, a sequence each between barriers): zstd.cu's,
-# or longer for batches of few chunks, whose thread blocks leave most of an SM idle at the short step.
-# On an H200 (docs/performance.md) `zs_copy` on A's 32 chunks took 26.1 ms at 256 against 17.2 at
-# 1024, on its 512 chunks 38.4 against 68.9; A-large's passes (joined calls of 256 chunks) took
-# 336 ms at 512 against 363 at 256 and 424 at 1024
-FRAME_STEPS = {"short": _STEP, "mid": 512, "long": 1024}
-# the longer steps, each for batches of no more chunks than this many a device's SM; more: the short
-LONGER_STEPS = (("long", 1), ("mid", 2))
+# the frame copier's step (its thread block's threads, a sequence each between barriers): zstd.cu's,
+# or longer for batches of no more chunks than the device has SMs, each thread block then an SM's
+# only one. On an H200 (docs/performance.md) `zs_copy` on A's 32 chunks took 26.1 ms at 256 against
+# 17.2 at 1024, on its 512 chunks 38.4 against 68.9
+FRAME_STEPS = {"short": _STEP, "long": 1024}
 _XXH_THREADS = 128  # ZS_XXH_THREADS: four a frame
 _SEQ_THREADS = 8  # ZS_SEQ_THREADS: the sequences kernel's, a zstd block each with its tables in a room
 _LIT_THREADS = 32  # ZS_LIT_THREADS
@@ -265,26 +262,22 @@ def _copiers(per_frame: np.ndarray, decoded: np.ndarray) -> np.ndarray:
 def _frame_step(n: int) -> int:
     """The frame copier's step for a batch of ``n`` chunks (its grid: a thread block each, those of
     other copiers leaving at once): ``compiled_from``'s source's, else ``frame_step``'s choice, else
-    the longest of ``LONGER_STEPS`` whose bound takes ``n`` and whose kernel launches that many
-    threads, else the short step."""
+    the long step for no more chunks than SMs where its kernel launches that many threads."""
     if _variant is not None:
         return _variant[1]
     if "step" in _forced:
         return FRAME_STEPS[_forced["step"]]
     device = cp.cuda.Device().id
-    for name, per_sm in LONGER_STEPS:
-        if n <= per_sm * _sms(device) and step_launches(device, FRAME_STEPS[name]):
-            return FRAME_STEPS[name]
-    return FRAME_STEPS["short"]
+    return FRAME_STEPS["long" if n <= _sms(device) and _long_step_launches(device) else "short"]
 
 
 @functools.cache
-def step_launches(device: int, step: int) -> bool:
-    """Whether the frame copier compiled at ``step`` takes thread blocks of that size on ``device``:
-    its registers a thread decide it (the longer steps set no launch bound, so that the short step's
-    code stays as compiled)."""
+def _long_step_launches(device: int) -> bool:
+    """Whether the long step's copier takes thread blocks of its size on ``device``: its registers a
+    thread decide it (no launch bound is set, so that the short step's code stays as compiled)."""
     with cp.cuda.Device(device):
-        return int(_module(step).get_function("zs_copy").max_threads_per_block) >= step
+        copy = _module(FRAME_STEPS["long"]).get_function("zs_copy")
+        return int(copy.max_threads_per_block) >= FRAME_STEPS["long"]
 
 
 @functools.cache

@@ -1578,8 +1578,8 @@ __global__ void zs_wave(i64 n, const zblock* blocks, u64* seqs, const u64* dst, 
 // The copiers of the chunks, one a chunk in `copier`: ZS_BY_FRAME, ZS_BY_WAVES or ZS_BY_WARP.
 // A thread block a chunk of ZS_BY_FRAME. At the short step its registers are capped so that an SM holds
 // six thread blocks, not four (40 registers a thread, none spilled; on an H200 `zs_copy` over A's 2,048
-// chunks took 115.7 ms against 127.1 uncapped, 123.1 at five and 118.9 at eight, which spills); the longer
-// steps' 56 registers already allow their 512 and 1024 threads.
+// chunks took 115.7 ms against 127.1 uncapped, 123.1 at five and 118.9 at eight, which spills); the long
+// step's 56 registers already allow its 1024 threads.
 #if ZS_STEP <= 256
 #define ZS_COPY_BOUND __launch_bounds__(ZS_STEP, 6)
 #else
