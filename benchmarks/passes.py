@@ -12,11 +12,10 @@ has written the dataset:
 import argparse
 import contextlib
 import statistics
-import time
 from typing import Any
 
 from zarr_dask_gpu import from_zarr_gpu
-from zarr_dask_gpu.bench.timing import free_device, parse_settings, persisting, settings
+from zarr_dask_gpu.bench.timing import free_device, in_turns, parse_settings, persisting, settings
 from zarr_dask_gpu.gpu import zstd_blocks
 
 
@@ -39,17 +38,15 @@ def main() -> None:
     args = p.parse_args()
     x = from_zarr_gpu(args.path, device="gpu")
     body = persisting(x, args.threads)
-    for v in args.variants:
+
+    def run(v: str) -> None:
         with variant(v):
-            body()  # compiles what the variant launches
-    times: dict[str, list[float]] = {v: [] for v in args.variants}
-    for r in range(args.rounds):
-        for v in args.variants[:: -1 if r % 2 else 1]:
-            with variant(v):
-                free_device()
-                t0 = time.perf_counter()
-                body()
-                times[v].append(time.perf_counter() - t0)
+            body()
+
+    for v in args.variants:
+        run(v)  # compiles what the variant launches
+    fns = {v: lambda v=v: run(v) for v in args.variants}
+    times = in_turns(fns, args.rounds, free_device, alternate=True)
     for v, t in times.items():
         m = statistics.median(t)
         passes = " ".join(f"{s * 1e3:.0f}" for s in t)

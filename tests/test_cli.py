@@ -12,6 +12,7 @@ import zarr
 
 from zarr_dask_gpu import DeviceUnavailableError, from_zarr_gpu
 from zarr_dask_gpu.bench import drop_cache, interleaved, kvikio_read_all, timed, warm_cache
+from zarr_dask_gpu.bench.timing import in_turns
 from zarr_dask_gpu.cli import main
 from zarr_dask_gpu.device import gpu_available
 
@@ -175,6 +176,15 @@ def test_cold_rows_run_in_turns_and_report_medians():
     seconds = interleaved(fns, 3, lambda: calls.append("evict"))
     assert calls == ["evict", "a", "evict", "b"] * 3
     assert seconds["a"] < 0.02 and seconds["b"] < 0.02
+
+
+def test_passes_in_turns_alternate_their_order_and_keep_every_pass():
+    calls = []
+    fns = {k: lambda k=k: calls.append(k) for k in "abc"}
+    seconds = in_turns(fns, 3, lambda: calls.append("-"), alternate=True)
+    assert "".join(calls).replace("-", "") == "abc" + "cba" + "abc"
+    assert calls.count("-") == 9
+    assert {k: len(v) for k, v in seconds.items()} == {"a": 3, "b": 3, "c": 3}
 
 
 def test_raw_read_ceiling_places_each_file_at_its_aligned_offset(tmp_path, monkeypatch):

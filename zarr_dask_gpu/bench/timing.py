@@ -32,17 +32,26 @@ def timed(
     return pick(times)
 
 
+def in_turns(
+    fns: dict[str, Callable[[], Any]], repeat: int, before: Callable[[], Any], *, alternate: bool = False
+) -> dict[str, list[float]]:
+    """The seconds of each of ``fns`` in each of ``repeat`` rounds, each round calling every one in
+    turn after an untimed ``before()``; with ``alternate`` every other round runs them in the reverse
+    order, so that a place in the round (after which one's pass) weighs on all alike."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    names = list(fns)
+    for r in range(repeat):
+        for name in names[::-1] if alternate and r % 2 else names:
+            times[name].append(timed(fns[name], 1, before))
+    return times
+
+
 def interleaved(
     fns: dict[str, Callable[[], Any]], repeat: int, before: Callable[[], Any]
 ) -> dict[str, float]:
-    """The median seconds of each of ``fns`` over ``repeat`` rounds, each round calling every one
-    in turn after an untimed ``before()``: a storage whose speed drifts over the run (cold reads)
-    then drifts under all of them alike."""
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            times[name].append(timed(fn, 1, before))
-    return {name: statistics.median(t) for name, t in times.items()}
+    """The median seconds of each of ``fns`` over ``repeat`` rounds of ``in_turns``: a storage whose
+    speed drifts over the run (cold reads) then drifts under all of them alike."""
+    return {name: statistics.median(t) for name, t in in_turns(fns, repeat, before).items()}
 
 
 def setting_value(text: str) -> Any:
