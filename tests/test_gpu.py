@@ -299,6 +299,37 @@ def test_a_task_peak_device_memory_stays_within_3x_its_block(tmp_path, call_byte
     assert peak <= (3.0 if call_bytes is None else 2.2), peak
 
 
+def test_a_task_makes_its_block_once_its_chunks_are_read(tmp_path):
+    """The GPU backend calls a block's ``make_out`` once, after the block's reads have ended, and fills
+    and returns the block it made: tasks waiting for a read slot hold no block yet."""
+    import time
+
+    import cupy as cp
+
+    from zarr_dask_gpu.gpu import phases
+    from zarr_dask_gpu.metadata import open_array_info
+    from zarr_dask_gpu.plan import block_pieces
+    from zarr_dask_gpu.task import get_backend
+
+    a = zarr.create_array(tmp_path / "a.zarr", shape=(64, 4096), chunks=(8, 4096), dtype="f4")
+    a[...] = sample(a.shape, "f4")
+    info = open_array_info(str(tmp_path / "a.zarr"))
+    made: list = []
+
+    def make():
+        made.append((time.perf_counter(), cp.empty(a.shape, dtype=a.dtype)))
+        return made[-1][1]
+
+    backend = get_backend("gpu")
+    with phases.collect() as spans, backend.context():
+        [(out, stored)] = backend.decode_many([(info, block_pieces((0, 0), a.shape, info.chunks), make)])
+    [(when, block)] = made
+    reads = [s for s in spans if s.name == "read"]
+    assert reads and all(s.end <= when for s in reads)
+    assert out is block and all(stored)
+    np.testing.assert_array_equal(out.get(), a[...])
+
+
 def test_a_task_keeps_none_of_its_device_memory_once_it_ends(tmp_path):
     """A block computed and dropped leaves none of its task's device memory in use: the thread that
     ran the task keeps no reference to its block (the chunks its errors name) until its next task."""

@@ -34,17 +34,22 @@ class Backend(Protocol):
         """Held while a task decodes and assembles (the GPU backend's CUDA stream)."""
         ...
 
-    def decode_many(self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], Any]]) -> list[list[bool]]:
-        """Put each stored chunk's part of each block ``(info, pieces, out)`` into ``out`` (the
-        C-order block, of this backend's array module), of one array or several at once: a backend
-        may batch their reads and decodes together, and decode a chunk straight into ``out`` where
-        it lies whole and contiguous there (``plan.direct_offsets``).
+    def decode_many(
+        self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], Callable[[], Any]]]
+    ) -> list[tuple[Any, list[bool]]]:
+        """Make each block ``(info, pieces, make_out)`` with ``make_out()`` (the C-order block, of this
+        backend's array module: the caller decides what memory it is) and put each stored chunk's part
+        into it, for blocks of one array or several at once: a backend may batch their reads and
+        decodes together, and decode a chunk straight into the block where it lies whole and
+        contiguous there (``plan.direct_offsets``). A backend calls ``make_out`` once, when it is
+        ready to fill the block: the GPU one after the block's chunks are read, so that tasks waiting
+        to read neither hold their blocks' memory nor allocate it ahead of the tasks reading.
 
         Returns
         -------
-        stored
-            Per block, per piece: whether its chunk is stored (False: missing, ``out`` untouched
-            there, for the caller's fill value).
+        blocks
+            Per block, the block made and, per piece, whether its chunk is stored (False: missing,
+            the block untouched there, for the caller's fill value).
 
         Raises
         ------
@@ -73,11 +78,15 @@ class CpuBackend:
         return host_decoded(info, pieces, ranges, put, parallel=True)
 
     def decode_many(
-        self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], np.ndarray]]
-    ) -> list[list[bool]]:
+        self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], Callable[[], np.ndarray]]]
+    ) -> list[tuple[np.ndarray, list[bool]]]:
         if containment.injected(blocks):  # test-only: the GPU path's fault, simulated (testing-fault-keys)
             raise containment.simulated_fault(blocks)
-        return [self._decode(*block) for block in blocks]  # each block's chunks are already parallel
+        done = []
+        for info, pieces, make_out in blocks:  # each block's chunks are already parallel
+            out = make_out()
+            done.append((out, self._decode(info, pieces, out)))
+        return done
 
 
 def host_decoded(

@@ -63,17 +63,21 @@ def _read_regions(
     xp = backend.xp
     shapes = [tuple(b - a for a, b in zip(start, stop, strict=True)) for _, start, stop in boxes]
     with backend.context():
-        outs = [  # made on the task's stream, decoded into there
-            xp.empty(shape, dtype=info.dtype) for (info, _, _), shape in zip(boxes, shapes, strict=True)
+        # made on the task's stream when the backend asks (the GPU one: once the chunks are read)
+        make = [
+            functools.partial(xp.empty, shape, dtype=info.dtype)
+            for (info, _, _), shape in zip(boxes, shapes, strict=True)
         ]
         wanted = [k for k, ps in enumerate(pieces) if ps]
-        stored = backend.decode_many([(boxes[k][0], pieces[k], outs[k]) for k in wanted])
+        done = backend.decode_many([(boxes[k][0], pieces[k], make[k]) for k in wanted])
+        outs = dict(zip(wanted, (out for out, _ in done), strict=True))
         with phases.record("assemble"):
-            for k, present in zip(wanted, stored, strict=True):
-                _fill_missing(boxes[k][0], pieces[k], present, outs[k], strict)
+            for k, (out, present) in zip(wanted, done, strict=True):
+                _fill_missing(boxes[k][0], pieces[k], present, out, strict)
             for k in set(range(len(boxes))) - set(wanted):  # an empty box
+                outs[k] = make[k]()
                 outs[k][...] = boxes[k][0].fill_value
-        return outs
+        return [outs[k] for k in range(len(boxes))]
 
 
 def _fill_missing(info: ArrayInfo, pieces: list, present: list[bool], out: Any, strict: bool) -> None:

@@ -6,7 +6,7 @@ block's read chunks (``batch.Batch``) live in modules of their own."""
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import cupy as cp
 import numpy as np
@@ -54,28 +54,32 @@ class GpuBackend:
             _held.buffers = []
 
     def decode_many(
-        self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], cp.ndarray]]
-    ) -> list[list[bool]]:
-        """Each stored chunk's part of each block ``(info, pieces, out)`` put into ``out``, and per
-        piece whether its chunk is stored (``Backend.decode_many``). The local chunks of all blocks
-        are read in one batch of preads, and their chunks of one compression checked and decoded in
-        one batch (``load_state_dict`` reads many tensors in one task so); where every present chunk
-        of a block can (whole and contiguous in it, a plain chain, aligned offsets), they decode
-        straight into the block and no scratch of its size is needed."""
+        self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], Callable[[], cp.ndarray]]]
+    ) -> list[tuple[cp.ndarray, list[bool]]]:
+        """Each block ``(info, pieces, make_out)`` made once its chunks are read, each stored chunk's
+        part put into it, and per piece whether its chunk is stored (``Backend.decode_many``). The
+        local chunks of all blocks are read in one batch of preads, and their chunks of one
+        compression checked and decoded in one batch (``load_state_dict`` reads many tensors in one
+        task so); where every present chunk of a block can (whole and contiguous in it, a plain
+        chain, aligned offsets), they decode straight into the block and no scratch of its size is
+        needed. The blocks are made after the reads: from an empty pool each is a ``cudaMalloc``, and
+        every task making its block at once, up front, held back the reads of the tasks holding the
+        read slots (docs/performance.md)."""
         # CUDA errors name these blocks' chunks (and the test hook's fault); coalescing: a member
         with faults.batch(blocks), joined.member():
             return self._decode_many(blocks)
 
     def _decode_many(
-        self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], cp.ndarray]]
-    ) -> list[list[bool]]:
-        results: list[list[bool] | None] = [None] * len(blocks)
+        self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], Callable[[], cp.ndarray]]]
+    ) -> list[tuple[cp.ndarray, list[bool]]]:
+        results: list[tuple[cp.ndarray, list[bool]] | None] = [None] * len(blocks)
         staged: dict[int, Staged] = {}
         local: dict[int, list[int]] = {}  # by header bytes to skip: local blocks read in one batch
-        for k, (info, pieces, out) in enumerate(blocks):
+        for k, (info, pieces, make_out) in enumerate(blocks):
             chain = info.chain.gpu
             if chain is None:  # a chain the GPU cannot decode: zarr-python on the host, then copied
-                results[k] = _on_host(info, pieces, out)
+                out = make_out()
+                results[k] = (out, _on_host(info, pieces, out))
                 continue
             skip = compressions.get(chain.compression).skip
             reader = remote.device_reader(info)  # the store's choice: local files are batched
@@ -85,7 +89,7 @@ class GpuBackend:
                 staged[k] = self._read_remote(info, pieces, skip, reader)
         for skip, ks in local.items():
             staged.update(zip(ks, self._read_local([blocks[k] for k in ks], skip), strict=True))
-        batches = {k: Batch.of(*blocks[k], staged[k]) for k in sorted(staged)}
+        batches = {k: Batch.of(blocks[k][0], blocks[k][1], blocks[k][2](), staged[k]) for k in sorted(staged)}
         merged: dict[tuple[str, int], list[Batch]] = {}  # one decode batch per compression and buffer
         for b in batches.values():
             row = compressions.get(b.chain.compression)
@@ -98,11 +102,11 @@ class GpuBackend:
         for (compression, _), group in merged.items():
             self._decode_merged(compression, group)
         for k, b in batches.items():
-            results[k] = b.assemble()
+            results[k] = (b.out, b.assemble())
         return results  # type: ignore[return-value]  # every block has its result now
 
     def _read_local(
-        self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], cp.ndarray]], skip: int
+        self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], object]], skip: int
     ) -> list[Staged]:
         """Local blocks' chunks in one batch of preads; located inside the read slot, so that this IO,
         too, runs in at most ``read-slots`` tasks at once (B's stats: docs/performance.md)."""
