@@ -266,14 +266,14 @@ def test_unshuffle_item_agrees_with_numpy_for_any_split_of_threads(lib):
 
 def test_bit_unshuffle_of_numeric_blocks_agrees_with_numpy(lib):
     """Bit-shuffled blocks of a multiple of 8 whole elements of 1, 2, 4 and 8 bytes (the blocks of
-    numeric arrays, which the random blocks above seldom are), some with bytes after them, at even
-    and odd offsets, unshuffled by 1, 5 and 256 threads."""
+    numeric arrays, which the random blocks above seldom are), some with bytes after them, at offsets
+    aligned to the words the bit unshuffle stores and not, unshuffled by 1, 5 and 256 threads."""
     rng = np.random.default_rng(12)
     src, out = np.zeros(1 << 14, np.uint8), np.zeros(1 << 14, np.uint8)
     for _ in range(200):
         ts = int(rng.choice([1, 2, 4, 8]))
         m = ts * 8 * int(rng.integers(0, 120)) + int(rng.choice([0, 0, 1, ts + 3]))
-        for at in (0, 8, 3):
+        for at in (0, 16, 8, 3):  # 16-byte aligned, 8 (only 1-byte elements go as words), unaligned
             src[:] = rng.integers(0, 256, src.size, dtype=np.uint8)
             want = src.copy()
             want[at : at + m] = _unshuffled(src[at : at + m], ts, 2)

@@ -40,12 +40,61 @@ __device__ int streams_item(i64 c, i64 j, const u8* buf, const i64* offsets, con
     return 0;
 }
 
+// An 8x8 bit matrix, a byte a row, transposed: bits 8r + c and 8c + r swapped (Hacker's Delight, 7-3).
+__device__ u64 transpose8(u64 x) {
+    u64 t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAull;
+    x ^= t ^ (t << 7);
+    t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCull;
+    x ^= t ^ (t << 14);
+    t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ull;
+    return x ^ t ^ (t << 28);
+}
+
+// The bit unshuffle of a block's 8 * g elements of ts bytes (1, 2, 4 or 8: inlined with ts a constant, so
+// that the loops unroll into registers), a thread 8 elements a step: byte e of byte j's 8 bit planes,
+// transposed, is byte j of elements 8e..8e+7. A thread's 8 * ts output bytes are stored as words of 8 (ts
+// 1) or 16 bytes, to which dst is aligned; a warp's byte loads span consecutive bytes of a plane.
+__device__ __forceinline__ void bit_unshuffle_groups(int th, int nth, int g, int ts, const u8* src, u8* dst) {
+    for (int e = th; e < g; e += nth) {
+        u64 y[8];
+        for (int j = 0; j < ts; j++) {
+            const u8* p = src + 8 * j * g + e;
+            u64 x = 0;
+            for (int q = 0; q < 8; q++) x |= (u64)p[q * g] << (8 * q);
+            y[j] = transpose8(x);
+        }
+        u8* o = dst + 8 * ts * e;
+        if (ts == 1) {
+            *(u64*)o = y[0];
+            continue;
+        }
+        for (int k = 0; k < 2 * ts; k += 4) {  // output bytes 4k..4k+15; byte c * ts + j is y[j]'s byte c
+            u32 w[4];
+            for (int h = 0; h < 4; h++) {
+                u32 v = 0;
+                for (int b = 0; b < 4; b++) {
+                    int at = 4 * (k + h) + b;
+                    v |= (u32)((y[at % ts] >> (8 * (at / ts))) & 0xff) << (8 * b);
+                }
+                w[h] = v;
+            }
+            uint4 v4;
+            v4.x = w[0];
+            v4.y = w[1];
+            v4.z = w[2];
+            v4.w = w[3];
+            *(uint4*)(o + 4 * k) = v4;
+        }
+    }
+}
+
 // Block b of the decoded (shuffled) bytes into out, thread t of nt; mode 1 byte shuffle, 2 bit shuffle, 0
 // none. Of a block of m bytes, the n = m / ts whole elements are unshuffled (bit shuffle only where n is a
 // multiple of 8, as c-blosc 1.x's format version 2: else the block is copied as is) and the bytes after
-// them copied as they are. Threads take consecutive elements of one byte plane after another, so that a
-// warp's loads and stores each span consecutive bytes; the indices are 32-bit (a blosc block is under 2 GiB)
-// and no byte needs a division.
+// them copied as they are. Bit shuffles of 1, 2, 4 or 8-byte elements into an aligned block go 8 elements
+// a thread (bit_unshuffle_groups); the rest, threads on consecutive elements of one byte plane after
+// another, so that a warp's loads and stores each span consecutive bytes. The indices are 32-bit (a blosc
+// block is under 2 GiB) and no byte needs a division.
 __device__ void unshuffle_item(i64 b, i64 t, i64 nt, const u8* in, u8* out, const i64* start, const i64* bsize,
                                const int* tsz, const int* mode) {
     const u8* src = in + start[b];
@@ -58,7 +107,12 @@ __device__ void unshuffle_item(i64 b, i64 t, i64 nt, const u8* in, u8* out, cons
         done = n * ts;
     } else if (md == 2 && n % 8 == 0) {  // bit q of byte j of element i is bit i of plane 8j + q
         int g = n / 8;  // bytes a bit plane
-        for (int j = 0; j < ts; j++) {
+        int words = ((u64)dst & (ts == 1 ? 7 : 15)) == 0;
+        if (words && ts == 1) bit_unshuffle_groups(th, nth, g, 1, src, dst);
+        else if (words && ts == 2) bit_unshuffle_groups(th, nth, g, 2, src, dst);
+        else if (words && ts == 4) bit_unshuffle_groups(th, nth, g, 4, src, dst);
+        else if (words && ts == 8) bit_unshuffle_groups(th, nth, g, 8, src, dst);
+        else for (int j = 0; j < ts; j++) {
             const u8* planes = src + 8 * j * g;
             for (int i = th; i < n; i += nth) {
                 int at = i >> 3, bit = i & 7;
@@ -83,8 +137,10 @@ extern "C" __global__ void streams(const u8* buf, const i64* offsets, const i64*
     if (st) atomicCAS(status + c[i], 0, st);
 }
 
-extern "C" __global__ void unshuffle(const u8* in, u8* out, const i64* start, const i64* bsize, const int* tsz,
-                                     const int* mode) {
+// 64 registers, four thread blocks an SM: uncapped, the 8-byte elements' bit unshuffle takes 168 registers
+// and one thread block an SM, 2.6x slower on E's blocks (docs/performance.md)
+extern "C" __global__ void __launch_bounds__(256, 4)
+    unshuffle(const u8* in, u8* out, const i64* start, const i64* bsize, const int* tsz, const int* mode) {
     unshuffle_item(blockIdx.x, threadIdx.x, blockDim.x, in, out, start, bsize, tsz, mode);
 }
 #endif

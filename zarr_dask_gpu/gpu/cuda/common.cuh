@@ -19,6 +19,7 @@ typedef unsigned long long u64;
 #ifndef __CUDACC__  // the host compiler, as C
 #include <stdbool.h>
 #define __device__
+#define __forceinline__ static inline
 #define __constant__
 typedef struct { unsigned x, y, z, w; } uint4;
 #endif
