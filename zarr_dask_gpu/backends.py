@@ -43,7 +43,7 @@ class Backend(Protocol):
         decodes together, and decode a chunk straight into the block where it lies whole and
         contiguous there (``plan.direct_offsets``). A backend calls ``make_out`` once, when it is
         ready to fill the block: the GPU one after the block's chunks are read, so that tasks waiting
-        to read neither hold their blocks' memory nor allocate it ahead of the tasks reading.
+        to read hold no block.
 
         Returns
         -------

@@ -62,9 +62,8 @@ class GpuBackend:
         compression checked and decoded in one batch (``load_state_dict`` reads many tensors in one
         task so); where every present chunk of a block can (whole and contiguous in it, a plain
         chain, aligned offsets), they decode straight into the block and no scratch of its size is
-        needed. The blocks are made after the reads: from an empty pool each is a ``cudaMalloc``, and
-        every task making its block at once, up front, held back the reads of the tasks holding the
-        read slots (docs/performance.md)."""
+        needed. The blocks are made after the reads, so that the tasks waiting for a read slot hold
+        none (no pass was faster or slower for it: docs/performance.md)."""
         # CUDA errors name these blocks' chunks (and the test hook's fault); coalescing: a member
         with faults.batch(blocks), joined.member():
             return self._decode_many(blocks)
