@@ -330,49 +330,6 @@ def test_a_task_makes_its_block_once_its_chunks_are_read(tmp_path):
     np.testing.assert_array_equal(out.get(), a[...])
 
 
-def test_large_buffers_are_made_one_at_a_time(tmp_path):
-    """With many tasks at once, the GPU backend allocates its blocks, staging and scratch of
-    ``alloc.LARGE`` bytes or more one at a time (concurrent cudaMallocs of a GiB take several times as
-    long as in turn), and the blocks read as zarr-python reads them."""
-    import threading
-    import time
-
-    import cupy as cp
-
-    from zarr_dask_gpu.gpu import alloc
-    from zarr_dask_gpu.sample import write_sample
-
-    a = write_sample(str(tmp_path / "a.zarr"), 1 << 30, 8 << 20)
-    previous = cp.cuda.get_allocator()
-    lock = threading.Lock()
-    counts = {"now": 0, "most": 0, "large": 0}
-
-    def counting(nbytes: int):  # the allocator in use, counting the large allocations in progress
-        if nbytes < alloc.LARGE:
-            return previous(nbytes)
-        with lock:
-            counts["now"] += 1
-            counts["most"] = max(counts["most"], counts["now"])
-            counts["large"] += 1
-        try:
-            time.sleep(0.002)  # a window in which another thread's allocation would overlap
-            return previous(nbytes)
-        finally:
-            with lock:
-                counts["now"] -= 1
-
-    x = from_zarr_gpu(str(tmp_path / "a.zarr"), chunks="128MiB")  # staging of 40 MB a block
-    assert x.npartitions >= 4
-    cp.cuda.set_allocator(counting)
-    try:
-        y = x.persist(scheduler="threads", num_workers=8)
-        cp.cuda.Device().synchronize()
-    finally:
-        cp.cuda.set_allocator(previous)
-    assert counts["large"] >= 2 * x.npartitions and counts["most"] == 1, counts
-    np.testing.assert_array_equal(y.compute().get(), a[...])
-
-
 def test_a_task_keeps_none_of_its_device_memory_once_it_ends(tmp_path):
     """A block computed and dropped leaves none of its task's device memory in use: the thread that
     ran the task keeps no reference to its block (the chunks its errors name) until its next task."""

@@ -18,7 +18,7 @@ from ..io import ChunkReader, Staged, host_reader
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece, decode_calls
 from ..storage import locate
-from . import alloc, blosc, decompress, faults, host_decode, joined, phases, remote, setup, validate
+from . import blosc, decompress, faults, host_decode, joined, phases, remote, setup, validate
 from .batch import ALIGN, Batch
 from .gather import aligned
 from .reader import KvikioReader
@@ -77,7 +77,7 @@ class GpuBackend:
         for k, (info, pieces, make_out) in enumerate(blocks):
             chain = info.chain.gpu
             if chain is None:  # a chain the GPU cannot decode: zarr-python on the host, then copied
-                out = alloc.made(make_out)
+                out = make_out()
                 results[k] = (out, _on_host(info, pieces, out))
                 continue
             skip = compressions.get(chain.compression).skip
@@ -88,10 +88,7 @@ class GpuBackend:
                 staged[k] = self._read_remote(info, pieces, skip, reader)
         for skip, ks in local.items():
             staged.update(zip(ks, self._read_local([blocks[k] for k in ks], skip), strict=True))
-        batches = {
-            k: Batch.of(blocks[k][0], blocks[k][1], alloc.made(blocks[k][2]), staged[k])
-            for k in sorted(staged)
-        }
+        batches = {k: Batch.of(blocks[k][0], blocks[k][1], blocks[k][2](), staged[k]) for k in sorted(staged)}
         merged: dict[tuple[str, int], list[Batch]] = {}  # one decode batch per compression and buffer
         for b in batches.values():
             row = compressions.get(b.chain.compression)

@@ -13,7 +13,7 @@ from ..errors import ChunkDecodeError
 from ..io import Staged
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece, direct_offsets
-from . import alloc, validate
+from . import validate
 from .gather import aligned
 
 ALIGN = 16  # nvCOMP wants aligned inputs (Gzip/Deflate: 4 bytes); 16 covers every algorithm
@@ -102,7 +102,7 @@ class Batch:
         else:
             step = -(-expected // _OUT_ALIGN) * _OUT_ALIGN
             starts = np.arange(len(present)) * step
-            decoded = alloc.empty(len(present) * step)
+            decoded = cp.empty(max(len(present) * step, 1), dtype=np.uint8)
         return cls(info, pieces, out, chain, staged.buffer, present, offsets, sizes, decoded, starts, placed)
 
     @property

@@ -16,7 +16,7 @@ import cupy as cp
 import numpy as np
 
 from ..codecs.headers import blosc_layout, check_blosc
-from . import alloc, kernels, phases, transfer
+from . import kernels, phases, transfer
 from .gather import copy_ranges, to_device
 
 _THREADS = 256
@@ -81,7 +81,7 @@ def decode_batch(
     byte = ((h["flags"] & 1) > 0) & (h["typesize"] > 1)
     shuffled = ((h["flags"] & 2) == 0) & (byte | ((h["flags"] & 4) > 0))
     mode = np.where(shuffled, np.where(byte, 1, 2), 0)
-    target = alloc.empty(out.nbytes) if shuffled.any() else out  # out: the block's bytes
+    target = cp.empty_like(out) if shuffled.any() else out
     unit = np.repeat(np.arange(n), h["rows"])
     stored = csize == dsize
     if stored.any():

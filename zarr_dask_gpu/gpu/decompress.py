@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import config
 from ..codecs import compressions
-from . import alloc, host_decode, transfer, zstd_blocks
+from . import host_decode, transfer, zstd_blocks
 from .sync import wait
 
 _STATUS = {  # nvcompStatus_t (nvcomp/shared_types.h)
@@ -159,7 +159,7 @@ def nvcomp(
         which = np.flatnonzero(parsed) if parsed.any() else range(n)
         done.failed_to_start = [(int(i), f"nvCOMP cannot parse it (status {s})") for i in which]
         return done
-    temp = alloc.empty(scratch.value)
+    temp = cp.empty(max(scratch.value, 1), dtype=np.uint8)
     s = run(src_p, src_n, dst_n, got, n, temp.data.ptr, temp.nbytes, dst_p, _Opts(), statuses, stream.ptr)
     if s != 0:
         done.failed_to_start = [(i, f"nvCOMP did not start the decode (status {s})") for i in range(n)]

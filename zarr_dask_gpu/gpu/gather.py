@@ -4,7 +4,7 @@ uploaded in one copy."""
 import cupy as cp
 import numpy as np
 
-from . import alloc, kernels
+from . import kernels
 
 _THREADS = 256
 
@@ -42,6 +42,6 @@ def aligned(
         return buffer, offsets
     sizes = np.asarray(sizes, dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(-(-sizes // align) * align)[:-1]]).astype(np.int64)
-    out = alloc.empty(int(starts[-1] + sizes[-1]) if len(sizes) else 0)
+    out = cp.empty(max(int(starts[-1] + sizes[-1]) if len(sizes) else 0, 1), dtype=np.uint8)
     copy_ranges(buffer, offsets, starts, sizes, out)
     return out, starts

@@ -16,7 +16,6 @@ from .. import config
 from ..io import Staged, layout, pread_all
 from ..retry import retrying
 from ..storage import Range, Read
-from . import alloc
 from .sync import wait
 from .transfer import mapped
 
@@ -37,7 +36,7 @@ class KvikioReader:
         if small or on_host:
             buf = cupyx.empty_pinned(max(plan.total, 1), dtype=np.uint8)
         else:
-            buf = alloc.empty(plan.total)
+            buf = cp.empty(max(plan.total, 1), dtype=np.uint8)
         if small:
             pread_all(buf, plan)
         else:
@@ -65,7 +64,7 @@ def _to_device(host: np.ndarray) -> cp.ndarray:
     """Small reads land in pinned host memory and go to the device in one copy: a CuFile per file
     (an open, a pool task and a future; in compat mode a bounce-buffer copy and sync per read) cost
     more than dataset B's 80 KB reads themselves (docs/performance.md)."""
-    buf = alloc.empty(host.nbytes)
+    buf = cp.empty(host.nbytes, dtype=np.uint8)
     buf.set(host)
     wait(cp.cuda.get_current_stream())  # the pinned buffer goes back to its pool after this
     return buf

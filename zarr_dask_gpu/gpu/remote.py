@@ -5,12 +5,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import cupy as cp
 import kvikio
+import numpy as np
 
 from ..io import Staged, layout
 from ..metadata import ArrayInfo
 from ..retry import as_oserror, retrying
 from ..storage import Range
-from . import alloc
 from .reader import collect, in_flight
 
 _SIZE_THREADS = 32  # concurrent size requests for objects of unknown size (network latency bound)
@@ -35,7 +35,7 @@ class KvikioRemoteReader:
 
     def read(self, ranges: Sequence[Range | None], skip: int = 0, align: int = 1) -> Staged:
         plan = layout(self._sized(ranges), skip, align)
-        buf = alloc.empty(plan.total)
+        buf = cp.empty(max(plan.total, 1), dtype=np.uint8)
 
         def all_reads() -> None:
             self._read(plan.reads, plan.starts, buf)

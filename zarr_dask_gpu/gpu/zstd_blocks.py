@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 import cupy as cp
 import numpy as np
 
-from . import alloc, host_decode, kernels, transfer
+from . import host_decode, kernels, transfer
 
 _RECORD = 176  # sizeof(zblock)
 _HUF, _FSE = 2048 * 2, 3 * 512 * 2  # bytes of a block's Huffman table and its three FSE tables
@@ -215,7 +215,7 @@ def launch(
     held: tuple = (cols, counts)
     if blocks:
         at = np.cumsum([0, blocks * _RECORD, blocks * _HUF, blocks * _FSE, seqs * 8, lits])
-        scratch = alloc.empty(int(at[-1]))
+        scratch = cp.empty(int(at[-1]), dtype=np.uint8)
         rec, huf, fse, seq, lit = (scratch[at[k] : at[k + 1]] for k in range(5))
         base_d, base_h = transfer.upload([base.ravel()], np.int64)
         _run("zs_fill", n, src_d, sizes_d, expected_d, counts, base_d, rec, status)
@@ -308,8 +308,7 @@ def _copy_by_waves(
     a thread a chunk finishes the matches left in order. Returns what the stream still uses."""
     words = np.asarray(dst_sizes, dtype=np.int64) // 32 + 2  # a bit a decoded byte
     starts = np.cumsum([0, *words])
-    bits = alloc.empty(4 * int(starts[-1])).view(np.uint32)
-    bits.fill(0)
+    bits = cp.zeros(int(starts[-1]), dtype=np.uint32)
     bits_d = cp.asarray(np.uint64(bits.data.ptr) + 4 * starts[:-1].astype(np.uint64))
     remaining = cp.empty(blocks, dtype=np.int32)
     left = cp.zeros(1, dtype=np.uint64)
