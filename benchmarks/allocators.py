@@ -1,0 +1,99 @@
+"""A-large's passes (16 threads, ``from_zarr_gpu(path).persist()``) in turns under cupy's allocators,
+every other round reversed, each pass from an emptied pool but the last: cupy's pool (``base``, the
+bench's first row), the same pool with allocations of 32 MiB or more made one at a time by a lock
+around it (``locked``), cudaMallocAsync (``async``: cupy's ``MemoryAsyncPool``, trimmed before each
+pass; ``async-locked``), and cupy's pool kept from a pass just before (``kept``). Prints each
+variant's median pass, the median release before it (untimed), and per pass its ms, its first four
+reads' ms and when its first decode call started.
+Run on the GPU host after ``python3 -m zarr_dask_gpu.bench.datasets A-large``:
+    python3 benchmarks/allocators.py /tmp/bench-a.zarr-large ROUNDS
+"""
+
+import statistics
+import sys
+import threading
+import time
+
+import cupy as cp
+
+from zarr_dask_gpu import from_zarr_gpu
+from zarr_dask_gpu.bench.timing import free_device, persisting
+from zarr_dask_gpu.gpu import phases
+
+pool = cp.get_default_memory_pool()
+lock = threading.Lock()
+BIG = 32 << 20
+
+
+def locked(size):
+    if size >= BIG:
+        with lock:
+            return pool.malloc(size)
+    return pool.malloc(size)
+
+
+apool = cp.cuda.MemoryAsyncPool()
+
+
+def locked_async(size):
+    if size >= BIG:
+        with lock:
+            return apool.malloc(size)
+    return apool.malloc(size)
+
+
+print("async release threshold", apool.get_limit(), flush=True)
+
+
+def use(alloc):
+    cp.cuda.Device().synchronize()
+    cp.cuda.set_allocator(alloc)
+
+
+def empty_async():
+    cp.cuda.Device().synchronize()
+    pool.free_all_blocks()
+    apool.free_all_blocks(stream=cp.cuda.Stream.null)
+
+
+variants = {
+    "base": (pool.malloc, free_device),
+    "locked": (locked, free_device),
+    "async": (apool.malloc, empty_async),
+    "async-locked": (lambda n: locked_async(n), empty_async),
+    "kept": (pool.malloc, lambda: cp.cuda.Device().synchronize()),
+}
+x = from_zarr_gpu(sys.argv[1], device="gpu")
+body = persisting(x, 16)
+for alloc, _ in variants.values():
+    use(alloc)
+    body()  # warm each
+names = list(variants)
+rec = {v: [] for v in names}
+rel = {v: [] for v in names}
+for r in range(int(sys.argv[2])):
+    for v in names if r % 2 == 0 else names[::-1]:
+        alloc, before = variants[v]
+        use(alloc)
+        if v == "kept":
+            body()  # the pool this allocator keeps is the one the pass before left
+        t = time.perf_counter()
+        before()
+        rel[v].append((time.perf_counter() - t) * 1e3)
+        with phases.collect() as spans:
+            t0 = time.perf_counter()
+            body()
+            dt = time.perf_counter() - t0
+        reads = sorted((s for s in spans if s.name == "read"), key=lambda s: s.start)
+        calls = sorted((s for s in spans if s.name == "decode-call"), key=lambda s: s.start)
+        rec[v].append(
+            (dt * 1e3, [round(s.seconds * 1e3) for s in reads[:4]], round((calls[0].start - t0) * 1e3))
+        )
+for v in names:
+    ms = [p[0] for p in rec[v]]
+    print(
+        f"{v:8s} median {statistics.median(ms):6.1f} ms {17.18e9 / statistics.median(ms) / 1e6:5.2f} GB/s; "
+        f"release {statistics.median(rel[v]):5.1f} ms; passes (ms, first 4 reads, first call @): "
+        + "  ".join(f"{p[0]:.0f} {p[1]} @{p[2]}" for p in rec[v]),
+        flush=True,
+    )
