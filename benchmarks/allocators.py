@@ -17,8 +17,7 @@ import time
 import cupy as cp
 
 from zarr_dask_gpu import from_zarr_gpu
-from zarr_dask_gpu.bench.timing import free_device, persisting
-from zarr_dask_gpu.gpu import phases
+from zarr_dask_gpu.bench.timing import free_device, persisting, traced_pass
 
 pool = cp.get_default_memory_pool()
 lock = threading.Lock()
@@ -80,19 +79,11 @@ for r in range(int(sys.argv[2])):
         t = time.perf_counter()
         before()
         rel[v].append((time.perf_counter() - t) * 1e3)
-        with phases.collect() as spans:
-            t0 = time.perf_counter()
-            body()
-            dt = time.perf_counter() - t0
-        reads = sorted((s for s in spans if s.name == "read"), key=lambda s: s.start)
-        calls = sorted((s for s in spans if s.name == "decode-call"), key=lambda s: s.start)
-        rec[v].append(
-            (dt * 1e3, [round(s.seconds * 1e3) for s in reads[:4]], round((calls[0].start - t0) * 1e3))
-        )
+        rec[v].append(traced_pass(body))
 for v in names:
     ms = [p[0] for p in rec[v]]
     print(
-        f"{v:8s} median {statistics.median(ms):6.1f} ms {17.18e9 / statistics.median(ms) / 1e6:5.2f} GB/s; "
+        f"{v:8s} median {statistics.median(ms):6.1f} ms {x.nbytes / statistics.median(ms) / 1e6:5.2f} GB/s; "
         f"release {statistics.median(rel[v]):5.1f} ms; passes (ms, first 4 reads, first call @): "
         + "  ".join(f"{p[0]:.0f} {p[1]} @{p[2]}" for p in rec[v]),
         flush=True,

@@ -13,8 +13,7 @@ import time
 import cupy as cp
 
 from zarr_dask_gpu import from_zarr_gpu
-from zarr_dask_gpu.bench.timing import free_device, persisting
-from zarr_dask_gpu.gpu import phases
+from zarr_dask_gpu.bench.timing import free_device, persisting, traced_pass
 
 x = from_zarr_gpu(sys.argv[1], device="gpu")
 body = persisting(x, 16)
@@ -29,15 +28,7 @@ rec = {v: [] for v in names}
 for r in range(int(sys.argv[2])):
     for v in names if r % 2 == 0 else names[::-1]:
         before[v]()
-        with phases.collect() as spans:
-            t0 = time.perf_counter()
-            body()
-            dt = time.perf_counter() - t0
-        reads = sorted((s for s in spans if s.name == "read"), key=lambda s: s.start)
-        calls = sorted((s for s in spans if s.name == "decode-call"), key=lambda s: s.start)
-        rec[v].append(
-            (dt * 1e3, [round(s.seconds * 1e3) for s in reads[:4]], round((calls[0].start - t0) * 1e3))
-        )
+        rec[v].append(traced_pass(body))
 for v in names:
     ms = [p[0] for p in rec[v]]
     print(

@@ -355,3 +355,20 @@ def test_a_pass_is_timed_without_the_release_of_the_pass_before(monkeypatch):
     released: list[float] = []
     seconds = timing.timed(lambda: None, 3, timing.emptying(released))
     assert seconds < 0.05 and len(released) == 3 and min(released) >= 0.05
+
+
+def test_a_traced_pass_gives_its_first_reads_and_when_its_first_call_started():
+    from zarr_dask_gpu.bench import timing
+    from zarr_dask_gpu.gpu import phases
+
+    def body() -> None:  # a pass's phases as a GPU task reports them, from its threads
+        for pause in (0.01, 0.02, 0.0, 0.0, 0.03):
+            with phases.record("read"):
+                time.sleep(pause)
+        with phases.record("decode-call"):
+            pass
+
+    ms, reads, first_call = timing.traced_pass(body)
+    assert [round(r, -1) for r in reads] == [10, 20, 0, 0]  # the first four, in the order they started
+    assert first_call >= 60 and ms + 1 >= first_call  # whole ms
+    assert timing.traced_pass(lambda: None)[1:] == ([], -1)  # no GPU phases: a CPU pass

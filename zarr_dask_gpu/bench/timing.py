@@ -147,3 +147,18 @@ def persisting(arr: Any, threads: int) -> Callable[[], None]:
         del y
 
     return run
+
+
+def traced_pass(body: Callable[[], None]) -> tuple[float, list[int], int]:
+    """One ``body()`` (a GPU pass) timed with its tasks' phases collected: its ms, its first four
+    reads' ms, and how many ms into it its first decode call started."""
+    from ..gpu import phases  # pure Python, as task.py reports to it
+
+    with phases.collect() as spans:
+        t0 = time.perf_counter()
+        body()
+        dt = time.perf_counter() - t0
+    reads = sorted((s for s in spans if s.name == "read"), key=lambda s: s.start)
+    calls = sorted((s for s in spans if s.name == "decode-call"), key=lambda s: s.start)
+    first_call = round((calls[0].start - t0) * 1e3) if calls else -1
+    return dt * 1e3, [round(s.seconds * 1e3) for s in reads[:4]], first_call
