@@ -13,6 +13,8 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import cupy as cp
 
@@ -24,21 +26,19 @@ lock = threading.Lock()
 BIG = 32 << 20
 
 
-def locked(size):
-    if size >= BIG:
+def one_at_a_time(malloc: Callable[[int], Any]) -> Callable[[int], Any]:
+    """``malloc`` with its allocations of ``BIG`` bytes or more made under one lock."""
+
+    def alloc(size: int) -> Any:
+        if size < BIG:
+            return malloc(size)
         with lock:
-            return pool.malloc(size)
-    return pool.malloc(size)
+            return malloc(size)
+
+    return alloc
 
 
 apool = cp.cuda.MemoryAsyncPool()
-
-
-def locked_async(size):
-    if size >= BIG:
-        with lock:
-            return apool.malloc(size)
-    return apool.malloc(size)
 
 
 print("async release threshold", apool.get_limit(), flush=True)
@@ -57,9 +57,9 @@ def empty_async():
 
 variants = {
     "base": (pool.malloc, free_device),
-    "locked": (locked, free_device),
+    "locked": (one_at_a_time(pool.malloc), free_device),
     "async": (apool.malloc, empty_async),
-    "async-locked": (lambda n: locked_async(n), empty_async),
+    "async-locked": (one_at_a_time(apool.malloc), empty_async),
     "kept": (pool.malloc, lambda: cp.cuda.Device().synchronize()),
 }
 x = from_zarr_gpu(sys.argv[1], device="gpu")
