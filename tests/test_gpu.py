@@ -1,5 +1,8 @@
 """GPU-only behaviour: the structure-check kernel, concurrent tasks, device-resident results."""
 
+import os
+import sys
+
 import numcodecs
 import numpy as np
 import pytest
@@ -363,3 +366,44 @@ def test_task_streams_have_a_higher_priority_than_the_joined_calls():
             assert streams.task_stream().priority == joined.priority
         again = streams.task_stream()
         assert again.priority == mine.priority and again is not mine
+
+
+_WAIT_CPU = """
+import time
+import cupy as cp
+from zarr_dask_gpu.gpu.backend import GpuBackend
+
+cp.zeros(1)  # the context exists before the set-up, as in a process that used cupy first
+GpuBackend()
+spin = cp.RawKernel(
+    'extern "C" __global__ void spin(long long c) { long long t = clock64(); while (clock64() - t < c) {} }',
+    "spin",
+)
+clock = cp.cuda.Device().attributes["ClockRate"] * 1000  # Hz
+stream = cp.cuda.Stream(non_blocking=True)
+for ms in (5, 200):  # the first compiles the kernel
+    spin((1,), (1,), (cp.int64(clock * ms // 1000),), stream=stream)
+    t0, c0 = time.perf_counter(), time.thread_time()
+    stream.synchronize()
+print(time.perf_counter() - t0, time.thread_time() - c0)
+"""
+
+
+@pytest.mark.parametrize("setting", ["True", "False"])
+def test_threads_waiting_for_the_device_sleep(setting):
+    """With ``blocking-sync`` (the default) the GPU set-up makes a thread's wait for a stream sleep, even
+    in a context made before it: a wait of 200 ms takes almost no CPU time. Turned off, CUDA's own
+    default (a spin) stays."""
+    import subprocess
+
+    env = {**os.environ, "DASK_ZARR_DASK_GPU__BLOCKING_SYNC": setting}
+    done = subprocess.run(
+        [sys.executable, "-c", _WAIT_CPU], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    wall, cpu = map(float, done.stdout.split())
+    assert wall > 0.15
+    if setting == "True":
+        assert cpu < 0.2 * wall
+    else:
+        assert cpu > 0.5 * wall

@@ -43,6 +43,7 @@ SETTINGS: dict[str, Setting] = {
     "strict": Setting(False, "bool", "raise MissingChunkError instead of filling absent chunks"),
     "cpu-threads": Setting(0, "int", "threads for host preads and CPU decode (0: one per core)"),
     "kvikio-threads": Setting(0, "int", "kvikio IO threads per process on the GPU path (0: one per core)"),
+    "blocking-sync": Setting(True, "bool", "GPU path: threads waiting for a device sleep rather than spin"),
     "decode-call-bytes": Setting(
         None, "bytes", "decoded bytes per decode call (None: a task's batch in one call)", True
     ),
