@@ -1,32 +1,46 @@
 """Passes of ``from_zarr_gpu(path).persist()`` as the bench's first row times them (16 threads, cupy's
-pool emptied before each pass, untimed), with variants in turns: package settings, or the zstd frame
-copier's step forced (``zstd_blocks.frame_step``). Each variant is warmed once; a round runs each once,
-every other round in the reverse order, so that a place in the round (after which variant's pass)
-weighs on all alike.
+pool emptied before each pass, untimed), with variants in turns: package settings, the zstd frame
+copier's step forced (``zstd_blocks.frame_step``), or the devices' waits left to CUDA's default spin
+(``waits=spin``; the package's set-up makes them sleep, ``blocking-sync``). Each variant is warmed
+once; a round runs each once, every other round in the reverse order, so that a place in the round
+(after which variant's pass) weighs on all alike.
 Run on the GPU host after `zarr-dask-gpu bench` (or ``python3 -m zarr_dask_gpu.bench.datasets A-large``)
 has written the dataset:
     python3 benchmarks/passes.py [--path /tmp/bench-a.zarr-large] [--rounds 5] [--variants default
-        step=short step=long coalesce-tasks=3 ...]
+        step=short step=long waits=spin coalesce-tasks=3 ...]
 """
 
 import argparse
 import contextlib
 import statistics
+from collections.abc import Iterator
 from typing import Any
 
 from zarr_dask_gpu import from_zarr_gpu
 from zarr_dask_gpu.bench.timing import free_device, in_turns, parse_settings, persisting, settings
-from zarr_dask_gpu.gpu import zstd_blocks
+from zarr_dask_gpu.gpu import setup, zstd_blocks
 
 
 def variant(text: str) -> Any:
-    """``default``, ``step=NAME`` (a name of ``zstd_blocks.FRAME_STEPS``) or settings as
-    ``coalesce-tasks=3,read-slots=1``: a context to run passes in."""
+    """``default``, ``step=NAME`` (a name of ``zstd_blocks.FRAME_STEPS``), ``waits=spin`` or settings
+    as ``coalesce-tasks=3,read-slots=1``: a context to run passes in."""
     if text == "default":
         return contextlib.nullcontext()
+    if text == "waits=spin":
+        return spinning()
     if text.startswith("step="):
         return zstd_blocks.frame_step(text.removeprefix("step="))
     return settings(parse_settings(text))
+
+
+@contextlib.contextmanager
+def spinning() -> Iterator[None]:
+    """Inside, the devices' waits are CUDA's default (a spin), as before the package's set-up."""
+    setup.blocking_sync(False)
+    try:
+        yield
+    finally:
+        setup.blocking_sync(True)
 
 
 def main() -> None:
