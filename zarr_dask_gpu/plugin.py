@@ -24,9 +24,10 @@ might touch the lost CUDA context) before it exits at once."""
 
 
 class GpuReadPlugin(WorkerPlugin):
-    """Does each worker's GPU set-up when it starts (kvikio's IO thread pool), so the first task pays
-    nothing for it; on CPU-only workers it does nothing. Works on any dask or dask-cuda worker,
-    including ``dask cuda worker`` processes started by hand: ``client.register_plugin(GpuReadPlugin())``.
+    """Does each worker's GPU set-up when it starts (kvikio's IO thread pool, waits that sleep), so the
+    first task pays nothing for it; on CPU-only workers it does nothing. Works on any dask or dask-cuda
+    worker, including ``dask cuda worker`` processes started by hand:
+    ``client.register_plugin(GpuReadPlugin())``.
 
     It also heals the worker after a sticky CUDA fault (``containment``): once a task has raised a
     sticky ``DeviceFaultError`` (the process's CUDA context is unusable), the worker is closed right
