@@ -19,9 +19,10 @@ from typing import Any
 import cupy as cp
 
 from zarr_dask_gpu import from_zarr_gpu
-from zarr_dask_gpu.bench.timing import free_device, persisting, traced_pass
+from zarr_dask_gpu.bench.timing import free_device, persisting, sync_device, traced_pass
 
 pool = cp.get_default_memory_pool()
+apool = cp.cuda.MemoryAsyncPool()
 lock = threading.Lock()
 BIG = 32 << 20
 
@@ -38,19 +39,13 @@ def one_at_a_time(malloc: Callable[[int], Any]) -> Callable[[int], Any]:
     return alloc
 
 
-apool = cp.cuda.MemoryAsyncPool()
-
-
-print("async release threshold", apool.get_limit(), flush=True)
-
-
-def use(alloc):
-    cp.cuda.Device().synchronize()
+def use(alloc: Callable[[int], Any]) -> None:
+    sync_device()
     cp.cuda.set_allocator(alloc)
 
 
-def empty_async():
-    cp.cuda.Device().synchronize()
+def empty_async() -> None:
+    sync_device()
     pool.free_all_blocks()
     apool.free_all_blocks(stream=cp.cuda.Stream.null)
 
@@ -60,8 +55,9 @@ variants = {
     "locked": (one_at_a_time(pool.malloc), free_device),
     "async": (apool.malloc, empty_async),
     "async-locked": (one_at_a_time(apool.malloc), empty_async),
-    "kept": (pool.malloc, lambda: cp.cuda.Device().synchronize()),
+    "kept": (pool.malloc, sync_device),
 }
+print("async release threshold", apool.get_limit(), flush=True)
 x = from_zarr_gpu(sys.argv[1], device="gpu")
 body = persisting(x, 16)
 for alloc, _ in variants.values():

@@ -10,10 +10,8 @@ import statistics
 import sys
 import time
 
-import cupy as cp
-
 from zarr_dask_gpu import from_zarr_gpu
-from zarr_dask_gpu.bench.timing import free_device, persisting, traced_pass
+from zarr_dask_gpu.bench.timing import free_device, persisting, sync_device, traced_pass
 
 x = from_zarr_gpu(sys.argv[1], device="gpu")
 body = persisting(x, 16)
@@ -21,7 +19,7 @@ body()
 before = {
     "emptied": free_device,
     "emptied+1s": lambda: (free_device(), time.sleep(1.0)),
-    "kept": lambda: cp.cuda.Device().synchronize(),
+    "kept": sync_device,
 }
 names = list(before)
 rec = {v: [] for v in names}
