@@ -1,7 +1,8 @@
 """Passes of ``from_zarr_gpu(path).persist()`` as the bench's first row times them (16 threads, cupy's
 pool emptied before each pass, untimed), with variants in turns: package settings, the zstd frame
 copier's step forced (``zstd_blocks.frame_step``), or the devices' waits left to CUDA's default spin
-(``waits=spin``; the package's set-up makes them sleep, ``blocking-sync``). Each variant is warmed
+(``waits=spin``; the package's set-up makes them sleep, ``blocking-sync``), or kvikio's own settings
+(``kvikio:num_threads=32,task_size=16777216``). Each variant is warmed
 once; a round runs each once, every other round in the reverse order, so that a place in the round
 (after which variant's pass) weighs on all alike.
 Run on the GPU host after `zarr-dask-gpu bench` (or ``python3 -m zarr_dask_gpu.bench.datasets A-large``)
@@ -16,18 +17,24 @@ import statistics
 from collections.abc import Iterator
 from typing import Any
 
+import kvikio.defaults
+
 from zarr_dask_gpu import from_zarr_gpu
 from zarr_dask_gpu.bench.timing import free_device, in_turns, parse_settings, persisting, settings
 from zarr_dask_gpu.gpu import setup, zstd_blocks
 
 
 def variant(text: str) -> Any:
-    """``default``, ``step=NAME`` (a name of ``zstd_blocks.FRAME_STEPS``), ``waits=spin`` or settings
-    as ``coalesce-tasks=3,read-slots=1``: a context to run passes in."""
+    """``default``, ``step=NAME`` (a name of ``zstd_blocks.FRAME_STEPS``), ``waits=spin``,
+    ``kvikio:KEY=INT,...`` (``kvikio.defaults``' keys) or settings as ``coalesce-tasks=3,read-slots=1``:
+    a context to run passes in."""
     if text == "default":
         return contextlib.nullcontext()
     if text == "waits=spin":
         return spinning()
+    if text.startswith("kvikio:"):
+        pairs = (kv.split("=", 1) for kv in text.removeprefix("kvikio:").split(","))
+        return kvikio.defaults.set({k: int(v) for k, v in pairs})
     if text.startswith("step="):
         return zstd_blocks.frame_step(text.removeprefix("step="))
     return settings(parse_settings(text))

@@ -40,24 +40,82 @@ class KvikioReader:
         if small:
             pread_all(buf, plan)
         else:
-            for w in range(0, len(plan.reads), _WINDOW):
-                window = range(w, min(w + _WINDOW, len(plan.reads)))
-                retrying(
-                    f"{len(window)} reads under {os.path.dirname(plan.reads[w].path)}",
-                    functools.partial(self._read_window, plan.reads, plan.starts, window, buf),
-                )
+            _read_all(plan.reads, plan.starts, buf)
         if isinstance(buf, np.ndarray):
             buf = mapped(buf) if on_host else _to_device(buf)
         return Staged(buf, plan.offsets, plan.sizes)
 
-    @staticmethod
-    def _read_window(reads: Sequence[Read], starts: Sequence[int], window: range, buf: Any) -> None:
-        with in_flight() as (files, futures):
-            for k in window:
-                rd = reads[k]
-                files.append(kvikio.CuFile(rd.path, "r"))
-                futures.append(files[-1].pread(buf[starts[k] : starts[k] + rd.size], rd.size, rd.offset))
-            collect(futures, [reads[k] for k in window])
+
+def _read_all(reads: Sequence[Read], starts: Sequence[int], buf: Any) -> None:
+    """Every read on kvikio's pool, at most ``_WINDOW`` files open: past the first ``_WINDOW`` reads,
+    each waits for the oldest in flight, so the pool keeps ``_WINDOW`` queued rather than draining at
+    the end of each window. A read that fails is tried again alone under the retry settings."""
+    views = [buf[s : s + rd.size] for rd, s in zip(reads, starts, strict=True)]
+    with in_flight() as (files, futures):
+        for k, rd in enumerate(reads):
+            if k >= _WINDOW:
+                _settle(files, futures, reads, views, k - _WINDOW)
+            try:
+                files.append(_open(rd.path))
+            except FileNotFoundError:
+                raise
+            except OSError as e:
+                files.append(None)
+                futures.append(None)
+                retrying(rd.path, functools.partial(_read_one, rd, views[k]), failed=e)
+                continue
+            futures.append(files[k].pread(views[k], rd.size, rd.offset))
+        for k in range(max(len(reads) - _WINDOW, 0), len(reads)):
+            _settle(files, futures, reads, views, k)
+
+
+def _settle(files: list, futures: list, reads: Sequence[Read], views: Sequence[Any], k: int) -> None:
+    """Read ``k`` waited for (its future got once) and its file closed; a failed read tried again."""
+    fut, futures[k] = futures[k], None
+    f, files[k] = files[k], None
+    if fut is None:  # read alone when its file would not open
+        return
+    try:
+        _check(_got(fut, reads[k].path), reads[k])
+    except OSError as e:
+        retrying(reads[k].path, functools.partial(_read_one, reads[k], views[k]), failed=e)
+    finally:
+        f.close()
+
+
+def _read_one(rd: Read, into: Any) -> None:
+    f = _open(rd.path)
+    try:
+        _check(_got(f.pread(into, rd.size, rd.offset), rd.path), rd)
+    finally:
+        f.close()
+
+
+def _open(path: str) -> kvikio.CuFile:
+    """``path`` opened by kvikio, whose failures (RuntimeError, naming no file) raise as the host
+    reader's would: FileNotFoundError for a file gone since it was located, else OSError naming it."""
+    try:
+        return kvikio.CuFile(path, "r")
+    except RuntimeError as e:
+        if not os.path.exists(path):
+            raise FileNotFoundError(errno.ENOENT, f"{path} vanished before it was read", path) from e
+        raise OSError(errno.EIO, f"opening {path}: {e}") from e
+
+
+def _got(fut: Any, path: str) -> int:
+    """A pread future's byte count; kvikio's POSIX failures (a RuntimeError: a file ending before its
+    range says "EOF") as OSError naming ``path``; its other failures (CUDA's) stay as they are."""
+    try:
+        return int(fut.get())
+    except RuntimeError as e:
+        if "POSIX error" not in str(e):
+            raise
+        raise OSError(errno.EIO, f"short read of {path}: {e}") from e
+
+
+def _check(got: int, rd: Read) -> None:
+    if got != rd.size:
+        raise OSError(errno.EIO, f"short read of {rd.path}: {got} of {rd.size} bytes at {rd.offset}")
 
 
 def _to_device(host: np.ndarray) -> cp.ndarray:
@@ -82,7 +140,7 @@ def in_flight() -> Iterator[tuple[list, list]]:
         for fut in filter(None, futures):
             with contextlib.suppress(Exception):
                 fut.get()
-        for f in files:
+        for f in filter(None, files):
             f.close()
 
 
@@ -90,6 +148,4 @@ def collect(futures: list, reads: Sequence[Read]) -> None:
     """Wait for each read's future (got once: it is dropped from ``futures``); a short read raises."""
     for i, rd in enumerate(reads):
         fut, futures[i] = futures[i], None
-        got = fut.get()
-        if got != rd.size:
-            raise OSError(errno.EIO, f"short read of {rd.path}: {got} of {rd.size} bytes at {rd.offset}")
+        _check(fut.get(), rd)
