@@ -3,7 +3,6 @@
 import contextlib
 import errno
 import functools
-import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -70,17 +69,21 @@ def _read_all(reads: Sequence[Read], starts: Sequence[int], buf: Any) -> None:
 
 
 def _settle(files: list, futures: list, reads: Sequence[Read], views: Sequence[Any], k: int) -> None:
-    """Read ``k`` waited for (its future got once) and its file closed; a failed read tried again."""
+    """Read ``k`` waited for (its future got once: kvikio's waits for all of a read's pieces, failed
+    or not) and its file closed; a failed read then tried again."""
     fut, futures[k] = futures[k], None
     f, files[k] = files[k], None
     if fut is None:  # read alone when its file would not open
         return
+    failed = None
     try:
         _check(_got(fut, reads[k].path), reads[k])
     except OSError as e:
-        retrying(reads[k].path, functools.partial(_read_one, reads[k], views[k]), failed=e)
+        failed = e
     finally:
-        f.close()
+        f.close()  # before a retry opens the file again: no more than _WINDOW open
+    if failed is not None:
+        retrying(reads[k].path, functools.partial(_read_one, reads[k], views[k]), failed=failed)
 
 
 def _read_one(rd: Read, into: Any) -> None:
@@ -92,14 +95,17 @@ def _read_one(rd: Read, into: Any) -> None:
 
 
 def _open(path: str) -> kvikio.CuFile:
-    """``path`` opened by kvikio, whose failures (RuntimeError, naming no file) raise as the host
-    reader's would: FileNotFoundError for a file gone since it was located, else OSError naming it."""
+    """``path`` opened by kvikio, whose failures are a RuntimeError naming no file: where Python
+    cannot open the file either, its OSError (FileNotFoundError, PermissionError, ...) is raised, as
+    the host reader's would be; else kvikio's error stays as it is."""
     try:
         return kvikio.CuFile(path, "r")
     except RuntimeError as e:
-        if not os.path.exists(path):
-            raise FileNotFoundError(errno.ENOENT, f"{path} vanished before it was read", path) from e
-        raise OSError(errno.EIO, f"opening {path}: {e}") from e
+        try:
+            open(path, "rb").close()
+        except OSError as why:
+            raise why from e
+        raise
 
 
 def _got(fut: Any, path: str) -> int:
