@@ -2,9 +2,9 @@
 pool emptied before each pass, untimed), with variants in turns: package settings, the zstd frame
 copier's step forced (``zstd_blocks.frame_step``), or the devices' waits left to CUDA's default spin
 (``waits=spin``; the package's set-up makes them sleep, ``blocking-sync``), or kvikio's own settings
-(``kvikio:num_threads=32,task_size=16777216``). Each variant is warmed
-once; a round runs each once, every other round in the reverse order, so that a place in the round
-(after which variant's pass) weighs on all alike.
+(``kvikio:num_threads=32,task_size=16777216``). Each variant is warmed once; a round runs each
+once, every other round in the reverse order, so that a place in the round (after which variant's
+pass) weighs on all alike.
 Run on the GPU host after `zarr-dask-gpu bench` (or ``python3 -m zarr_dask_gpu.bench.datasets A-large``)
 has written the dataset:
     python3 benchmarks/passes.py [--path /tmp/bench-a.zarr-large] [--rounds 5] [--variants default
