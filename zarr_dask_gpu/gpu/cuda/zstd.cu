@@ -643,6 +643,14 @@ ZD void zs_lit(u8* at, const u16* t, u32* state, zback* bs, u32 mask) {  // a li
     *state = ((*state << nb) + zb_read(bs, nb)) & mask;
 }
 
+ZD void zs_put4(u8* at, u32 word) {  // four literals at `at`, aligned to 4
+#ifdef __CUDA_ARCH__
+    *(u32*)at = word;
+#else
+    for (int j = 0; j < 4; j++) at[j] = (u8)(word >> (8 * j));
+#endif
+}
+
 // `room`: the block's Huffman table copied where the loop reads it faster (shared memory on the device),
 // or none: the table in `huf`.
 ZD void zs_literals_item(i64 i, const u8* const* src, const zblock* blocks, const u16* huf, u8* lits,
@@ -689,29 +697,34 @@ ZD void zs_literals_item(i64 i, const u8* const* src, const zblock* blocks, cons
     }
     u32 mask = (1u << tb) - 1, state = zb_read(&bs, tb);
     const u8* in = p + start;
+    u8* at = out + lo;
     int k = 0;
     // The bytewise reader refills its window each lane at its own literal: nearly every step of a
     // warp ran a lane's refill. In the stream's middle, four literals a load of the 64 bits from 56 to
     // 63 below the read position (four reads take 44 at most), every lane at the same step; the load's
-    // 16 aligned bytes on the device lie inside the stream.
-    for (; k < count && (bs.off >> 3) + 9 > len; k++) zs_lit(out + lo + k, t, &state, &bs, mask);
+    // 16 aligned bytes on the device lie inside the stream. The four go out in one aligned store: a byte
+    // a store made a memory transaction a literal (8 a store measured no faster, docs/performance.md).
+    for (; k < count && ((bs.off >> 3) + 9 > len || ((u64)(at + k) & 3)); k++)
+        zs_lit(at + k, t, &state, &bs, mask);
     for (i64 off = bs.off; k + 4 <= count && off >= 128; k += 4) {
-        i64 at = (off >> 3) - 7;
+        i64 w = (off >> 3) - 7;
 #ifdef __CUDA_ARCH__
-        u64 win = zs_words8(in + at);
+        u64 win = zs_words8(in + w);
 #else
-        u64 win = zs_le(in + at, 8);
+        u64 win = zs_le(in + w, 8);
 #endif
+        u32 word = 0;
         for (int u = 0; u < 4; u++) {
             u16 e = t[state];
             int nb = e >> 8;
             off -= nb;
-            state = ((state << nb) + (u32)((win >> (off - 8 * at)) & ((1u << nb) - 1))) & mask;
-            out[lo + k + u] = (u8)(e & 0xff);
+            state = ((state << nb) + (u32)((win >> (off - 8 * w)) & ((1u << nb) - 1))) & mask;
+            word |= (u32)(e & 0xff) << (8 * u);
         }
+        zs_put4(at + k, word);
         bs.off = off;  // the bytewise reader's window still holds what lies below its end
     }
-    for (; k < count; k++) zs_lit(out + lo + k, t, &state, &bs, mask);
+    for (; k < count; k++) zs_lit(at + k, t, &state, &bs, mask);
     if (bs.off != -tb) zs_fail(status + r->chunk, ZS_CORRUPT);
 }
 
