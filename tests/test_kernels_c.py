@@ -211,8 +211,8 @@ def _unshuffle(lib, src, out, at: int, m: int, ts: int, mode: int, threads: int 
             _p(out),
             _p(np.array([at], np.int64)),
             _p(np.array([m], np.int64)),
-            _p(np.array([ts], np.int32)),
-            _p(np.array([mode], np.int32)),
+            _p(np.array([ts], np.int64)),
+            _p(np.array([mode], np.int64)),
         )
 
 

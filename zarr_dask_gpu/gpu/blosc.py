@@ -17,7 +17,7 @@ import numpy as np
 
 from ..codecs.headers import blosc_layout, check_blosc
 from . import kernels, phases, transfer
-from .gather import copy_ranges, to_device
+from .gather import copy_ranges
 
 _THREADS = 256
 
@@ -76,12 +76,8 @@ def decode_batch(
         walked = _walk(buffer, offsets, sizes, expected, out_offsets, compcode)
     if isinstance(walked, list):
         return walked
-    h, (src, csize, dst, dsize) = walked
-    # c-blosc: byte shuffle (for typesize > 1) wins over bit shuffle; copy-only frames are not shuffled
-    byte = ((h["flags"] & 1) > 0) & (h["typesize"] > 1)
-    shuffled = ((h["flags"] & 2) == 0) & (byte | ((h["flags"] & 4) > 0))
-    mode = np.where(shuffled, np.where(byte, 1, 2), 0)
-    target = cp.empty_like(out) if shuffled.any() else out
+    h, (src, csize, dst, dsize), shuffles = walked
+    target = out if shuffles is None else cp.empty_like(out)
     unit = np.repeat(np.arange(n), h["rows"])
     stored = csize == dsize
     if stored.any():
@@ -92,16 +88,10 @@ def decode_batch(
         failed = decode_streams(unit[k], src[k], csize[k], target, dst[k], dsize[k])
         if failed:
             return failed
-    c, j = _blocks(h["nblocks"])
-    if target is not out and len(c):
-        bs = h["blocksize"][c]
-        start = np.asarray(out_offsets, dtype=np.int64)[c] + j * bs
-        bsize = np.minimum(bs, h["nbytes"][c] - j * bs)
-        at, kinds = to_device([start, bsize], np.int64), to_device([h["typesize"][c], mode[c]], np.int32)
-        m = len(c)
-        _module().get_function("unshuffle")(
-            (m,), (_THREADS,), (target, out, at[:m], at[m:], kinds[:m], kinds[m:])
-        )
+    if shuffles is not None:
+        m = len(shuffles) // 4
+        cols = (shuffles[q * m : (q + 1) * m] for q in range(4))
+        _module().get_function("unshuffle")((m,), (_THREADS,), (target, out, *cols))
     return []
 
 
@@ -112,10 +102,11 @@ def _walk(
     expected: int,
     out_offsets: np.ndarray,
     compcode: int,
-) -> list[tuple[int, str]] | tuple[dict[str, np.ndarray], list[np.ndarray]]:
+) -> list[tuple[int, str]] | tuple[dict[str, np.ndarray], list[np.ndarray], cp.ndarray | None]:
     """The frames' headers checked (the damaged as (index, reason), when there are any), then their
     block tables walked: the headers' fields (``blosc_layout``) and each inner stream's source offset,
-    compressed size, destination offset and decoded size. Its inputs go to the device in one copy and
+    compressed size, destination offset and decoded size; and on the device, the unshuffle kernel's
+    columns (``_shuffles``), None when no block is shuffled. Its inputs go to the device in one copy and
     its table and statuses come back in one, each by a kernel over the bus (``transfer``)."""
     n = len(offsets)
     stream = cp.cuda.get_current_stream()
@@ -132,9 +123,12 @@ def _walk(
     total = int(h["rows"].sum())
     # a thread a block, but one for a frame stored as is (its one row, whatever its blocks)
     c, j = _blocks(np.where(h["flags"] & 2, 1, h["nblocks"]))
-    ins, pinned = transfer.upload([sizes, row0, out_offsets, c, j], np.int64)
+    # the unshuffle kernel's columns ride with this upload, which the host waits for below: a DMA copy
+    # would queue behind the other tasks' reads in the copy engines
+    shuffles_host = _shuffles(h, out_offsets)
+    ins, pinned = transfer.upload([sizes, row0, out_offsets, c, j, shuffles_host], np.int64)
     sizes_d, row0_d, out0_d = (ins[k * n : (k + 1) * n] for k in range(3))
-    c_d, j_d = ins[3 * n : 3 * n + len(c)], ins[3 * n + len(c) :]
+    c_d, j_d = ins[3 * n : 3 * n + len(c)], ins[3 * n + len(c) : 3 * n + 2 * len(c)]
     outs = cp.zeros(4 * total + n, dtype=np.int64)  # the table's four columns, then a word a status
     table = [outs[k * total : (k + 1) * total] for k in range(4)]
     status = outs[4 * total :].view(np.int32)  # the kernel's statuses: its first n
@@ -149,4 +143,21 @@ def _walk(
     st = got[4 * total :].view(np.int32)[:n]
     if st.any():
         return [(int(i), "corrupt blosc block table or split headers") for i in np.flatnonzero(st)]
-    return h, [got[k * total : (k + 1) * total] for k in range(4)]
+    shuffles = ins[len(ins) - len(shuffles_host) :] if len(shuffles_host) else None
+    return h, [got[k * total : (k + 1) * total] for k in range(4)], shuffles
+
+
+def _shuffles(h: dict[str, np.ndarray], out_offsets: np.ndarray) -> np.ndarray:
+    """The unshuffle kernel's columns, end to end: each block's offset in the output, its size, the
+    frame's type size and shuffle (1 byte, 2 bit, 0 none); empty when no block is shuffled. As c-blosc,
+    byte shuffle (for type sizes over 1) wins over bit shuffle, and frames stored as is are not
+    shuffled."""
+    byte = ((h["flags"] & 1) > 0) & (h["typesize"] > 1)
+    shuffled = ((h["flags"] & 2) == 0) & (byte | ((h["flags"] & 4) > 0))
+    if not shuffled.any():
+        return np.zeros(0, np.int64)
+    c, j = _blocks(h["nblocks"])
+    bs = h["blocksize"][c]
+    start = np.asarray(out_offsets, dtype=np.int64)[c] + j * bs
+    mode = np.where(shuffled, np.where(byte, 1, 2), 0)
+    return np.concatenate([start, np.minimum(bs, h["nbytes"][c] - j * bs), h["typesize"][c], mode[c]])

@@ -96,10 +96,10 @@ __device__ __forceinline__ void bit_unshuffle_groups(int th, int nth, int g, int
 // another, so that a warp's loads and stores each span consecutive bytes. The indices are 32-bit (a blosc
 // block is under 2 GiB) and no byte needs a division.
 __device__ void unshuffle_item(i64 b, i64 t, i64 nt, const u8* in, u8* out, const i64* start, const i64* bsize,
-                               const int* tsz, const int* mode) {
+                               const i64* tsz, const i64* mode) {
     const u8* src = in + start[b];
     u8* dst = out + start[b];
-    int m = (int)bsize[b], ts = tsz[b], md = mode[b], n = m / ts, done = 0;
+    int m = (int)bsize[b], ts = (int)tsz[b], md = (int)mode[b], n = m / ts, done = 0;
     int th = (int)t, nth = (int)nt;
     if (md == 1) {  // byte j of element i is byte i of plane j
         for (int j = 0; j < ts; j++)
@@ -140,7 +140,7 @@ extern "C" __global__ void streams(const u8* buf, const i64* offsets, const i64*
 // 64 registers, four thread blocks an SM: uncapped, the 8-byte elements' bit unshuffle takes 168 registers
 // and one thread block an SM, 2.6x slower on E's blocks (docs/performance.md)
 extern "C" __global__ void __launch_bounds__(256, 4)
-    unshuffle(const u8* in, u8* out, const i64* start, const i64* bsize, const int* tsz, const int* mode) {
+    unshuffle(const u8* in, u8* out, const i64* start, const i64* bsize, const i64* tsz, const i64* mode) {
     unshuffle_item(blockIdx.x, threadIdx.x, blockDim.x, in, out, start, bsize, tsz, mode);
 }
 #endif
