@@ -2,7 +2,8 @@
 pool emptied before each pass, untimed), with variants in turns: package settings, the zstd frame
 copier's step forced (``zstd_blocks.frame_step``), or the devices' waits left to CUDA's default spin
 (``waits=spin``; the package's set-up makes them sleep, ``blocking-sync``), or kvikio's own settings
-(``kvikio:num_threads=32,task_size=16777216``). Each variant is warmed once; a round runs each
+(``kvikio:num_threads=32,task_size=16777216``). Each variant's graph is made under its settings (so
+``block-size=256MiB`` or ``gpu-min-blocks=8`` shape the tasks) and warmed once; a round runs each
 once, every other round in the reverse order, so that a place in the round (after which variant's
 pass) weighs on all alike.
 Run on the GPU host after `zarr-dask-gpu bench` (or ``python3 -m zarr_dask_gpu.bench.datasets A-large``)
@@ -57,12 +58,15 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--variants", nargs="+", default=["default", "step=short", "step=long"])
     args = p.parse_args()
-    x = from_zarr_gpu(args.path, device="gpu")
-    body = persisting(x, args.threads)
+    bodies = {}
+    for v in args.variants:  # each graph made inside its variant: settings such as block-size apply
+        with variant(v):
+            x = from_zarr_gpu(args.path, device="gpu")
+            bodies[v] = persisting(x, args.threads)
 
     def run(v: str) -> None:
         with variant(v):
-            body()
+            bodies[v]()
 
     for v in args.variants:
         run(v)  # compiles what the variant launches
