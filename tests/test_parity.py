@@ -212,6 +212,25 @@ def test_v2_blosc(tmp_path, device, cname, shuffle, dtype):
     _check(tmp_path / "a.zarr", device, chunks=(350, 77))
 
 
+@pytest.mark.parametrize("cname", ["lz4", "zstd"])
+@pytest.mark.parametrize("shuffle", [numcodecs.Blosc.SHUFFLE, numcodecs.Blosc.BITSHUFFLE])
+@pytest.mark.parametrize("dtype", ["i2", "f8"])
+@pytest.mark.parametrize("blocksize", [1 << 15, 1 << 17])
+def test_v2_blosc_large_blocks(tmp_path, device, cname, shuffle, dtype, blocksize):
+    """Blocks of 32 KiB, aligned, unshuffle in place through shared memory on the GPU; those of 128 KiB
+    from a scratch (``gpu/blosc.py``, ``_IN_PLACE_MAX``)."""
+    a = zarr.create_array(
+        tmp_path / "a.zarr",
+        shape=(1000, 300),
+        chunks=(500, 300),
+        dtype=dtype,
+        zarr_format=2,
+        compressors=numcodecs.Blosc(cname=cname, clevel=1, shuffle=shuffle, blocksize=blocksize),
+    )
+    a[...] = sample(a.shape, dtype)
+    _check(tmp_path / "a.zarr", device, chunks=(500, 300))
+
+
 @pytest.mark.parametrize(
     "dtype,filters,compressor",
     [

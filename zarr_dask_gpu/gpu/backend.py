@@ -220,7 +220,10 @@ class GpuBackend:
             skip = compressions.get(kind).skip
         if not len(todo):
             return []
-        payload, payload_offsets = aligned(buffer, offsets[todo] + skip, sizes[todo] - skip, ALIGN)
+        if decoder == "nvcomp":  # nvCOMP wants aligned inputs; the kernels and the host read any address
+            payload, payload_offsets = aligned(buffer, offsets[todo] + skip, sizes[todo] - skip, ALIGN)
+        else:
+            payload, payload_offsets = buffer, offsets[todo]
         with phases.record("decode", chunks=len(todo)):
             got = self._nvcomp(kind, payload, payload_offsets, sizes[todo] - skip, dst[todo], out_sizes[todo])
         bad = [(int(todo[j]), why) for j, why in got]

@@ -10,6 +10,7 @@ into ``typesize`` streams unless the frame forbids it, the block is the last, pa
 is stored; bit shuffle applies to blocks of a multiple of 8 elements only.
 """
 
+import functools
 from collections.abc import Callable
 
 import cupy as cp
@@ -20,6 +21,9 @@ from . import kernels, phases, transfer
 from .gather import copy_ranges
 
 _THREADS = 256
+# blocks up to this size are unshuffled in place, through shared memory (three thread blocks an SM at
+# most); larger ones from a scratch of the output's size that the inner streams decode into
+_IN_PLACE_MAX = 64 << 10
 
 
 def _unusual(heads: np.ndarray, compcode: int) -> np.ndarray:
@@ -76,8 +80,9 @@ def decode_batch(
         walked = _walk(buffer, offsets, sizes, expected, out_offsets, compcode)
     if isinstance(walked, list):
         return walked
-    h, (src, csize, dst, dsize), shuffles = walked
-    target = out if shuffles is None else cp.empty_like(out)
+    h, (src, csize, dst, dsize), shuffles, largest = walked
+    in_place = largest <= _IN_PLACE_MAX
+    target = out if shuffles is None or in_place else cp.empty_like(out)
     unit = np.repeat(np.arange(n), h["rows"])
     stored = csize == dsize
     if stored.any():
@@ -91,8 +96,20 @@ def decode_batch(
     if shuffles is not None:
         m = len(shuffles) // 4
         cols = (shuffles[q * m : (q + 1) * m] for q in range(4))
-        _module().get_function("unshuffle")((m,), (_THREADS,), (target, out, *cols))
+        if in_place:
+            room = -(-largest // 16) * 16
+            _in_place(cp.cuda.Device().id)((m,), (_THREADS,), (out, *cols), shared_mem=room)
+        else:
+            _module().get_function("unshuffle")((m,), (_THREADS,), (target, out, *cols))
     return []
+
+
+@functools.cache
+def _in_place(device: int) -> cp.RawKernel:
+    """The in-place unshuffle kernel on ``device``, let take shared memory for blocks of ``_IN_PLACE_MAX``."""
+    kernel = _module().get_function("unshuffle_in_place")
+    kernel.max_dynamic_shared_size_bytes = _IN_PLACE_MAX
+    return kernel
 
 
 def _walk(
@@ -102,12 +119,13 @@ def _walk(
     expected: int,
     out_offsets: np.ndarray,
     compcode: int,
-) -> list[tuple[int, str]] | tuple[dict[str, np.ndarray], list[np.ndarray], cp.ndarray | None]:
+) -> list[tuple[int, str]] | tuple[dict[str, np.ndarray], list[np.ndarray], cp.ndarray | None, int]:
     """The frames' headers checked (the damaged as (index, reason), when there are any), then their
     block tables walked: the headers' fields (``blosc_layout``) and each inner stream's source offset,
-    compressed size, destination offset and decoded size; and on the device, the unshuffle kernel's
-    columns (``_shuffles``), None when no block is shuffled. Its inputs go to the device in one copy and
-    its table and statuses come back in one, each by a kernel over the bus (``transfer``)."""
+    compressed size, destination offset and decoded size; on the device, the unshuffle kernel's
+    columns (``_shuffles``), None when no block is shuffled; and the largest shuffled block's bytes. Its
+    inputs go to the device in one copy and its table and statuses come back in one, each by a kernel
+    over the bus (``transfer``)."""
     n = len(offsets)
     stream = cp.cuda.get_current_stream()
     offsets_d, pinned = transfer.upload([offsets], np.int64)  # kept until the stream has passed it
@@ -144,7 +162,9 @@ def _walk(
     if st.any():
         return [(int(i), "corrupt blosc block table or split headers") for i in np.flatnonzero(st)]
     shuffles = ins[len(ins) - len(shuffles_host) :] if len(shuffles_host) else None
-    return h, [got[k * total : (k + 1) * total] for k in range(4)], shuffles
+    m = len(shuffles_host) // 4
+    largest = int(shuffles_host[m : 2 * m][shuffles_host[3 * m :] > 0].max()) if m else 0
+    return h, [got[k * total : (k + 1) * total] for k in range(4)], shuffles, largest
 
 
 def _shuffles(h: dict[str, np.ndarray], out_offsets: np.ndarray) -> np.ndarray:

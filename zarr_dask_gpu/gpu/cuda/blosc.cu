@@ -88,19 +88,15 @@ __device__ __forceinline__ void bit_unshuffle_groups(int th, int nth, int g, int
     }
 }
 
-// Block b of the decoded (shuffled) bytes into out, thread t of nt; mode 1 byte shuffle, 2 bit shuffle, 0
-// none. Of a block of m bytes, the n = m / ts whole elements are unshuffled (bit shuffle only where n is a
+// A decoded (shuffled) block of m bytes from src into dst, thread th of nth; mode 1 byte shuffle, 2 bit
+// shuffle, 0 none. Of the block, the n = m / ts whole elements are unshuffled (bit shuffle only where n is a
 // multiple of 8, as c-blosc 1.x's format version 2: else the block is copied as is) and the bytes after
 // them copied as they are. Bit shuffles of 1, 2, 4 or 8-byte elements into an aligned block go 8 elements
 // a thread (bit_unshuffle_groups); the rest, threads on consecutive elements of one byte plane after
 // another, so that a warp's loads and stores each span consecutive bytes. The indices are 32-bit (a blosc
 // block is under 2 GiB) and no byte needs a division.
-__device__ void unshuffle_item(i64 b, i64 t, i64 nt, const u8* in, u8* out, const i64* start, const i64* bsize,
-                               const i64* tsz, const i64* mode) {
-    const u8* src = in + start[b];
-    u8* dst = out + start[b];
-    int m = (int)bsize[b], ts = (int)tsz[b], md = (int)mode[b], n = m / ts, done = 0;
-    int th = (int)t, nth = (int)nt;
+__device__ void unshuffle_block(int th, int nth, int m, int ts, int md, const u8* src, u8* dst) {
+    int n = m / ts, done = 0;
     if (md == 1) {  // byte j of element i is byte i of plane j
         for (int j = 0; j < ts; j++)
             for (int i = th; i < n; i += nth) dst[i * ts + j] = src[j * n + i];
@@ -126,6 +122,11 @@ __device__ void unshuffle_item(i64 b, i64 t, i64 nt, const u8* in, u8* out, cons
     for (int k = done + th; k < m; k += nth) dst[k] = src[k];
 }
 
+__device__ void unshuffle_item(i64 b, i64 t, i64 nt, const u8* in, u8* out, const i64* start, const i64* bsize,
+                               const i64* tsz, const i64* mode) {
+    unshuffle_block((int)t, (int)nt, (int)bsize[b], (int)tsz[b], (int)mode[b], in + start[b], out + start[b]);
+}
+
 #ifdef __CUDACC__  // the kernels; the host tests call the device functions above
 // a thread a block: item i is block j[i] of frame c[i]; status[c] (zeroed) gets a failing block's code
 extern "C" __global__ void streams(const u8* buf, const i64* offsets, const i64* sizes, const i64* row0,
@@ -142,5 +143,22 @@ extern "C" __global__ void streams(const u8* buf, const i64* offsets, const i64*
 extern "C" __global__ void __launch_bounds__(256, 4)
     unshuffle(const u8* in, u8* out, const i64* start, const i64* bsize, const i64* tsz, const i64* mode) {
     unshuffle_item(blockIdx.x, threadIdx.x, blockDim.x, in, out, start, bsize, tsz, mode);
+}
+
+// The same in place, a block no larger than the dynamic shared memory: read into it, then unshuffled back
+// where it lay, so that the inner streams decode straight into the output (gpu/blosc.py, _IN_PLACE_MAX).
+extern "C" __global__ void __launch_bounds__(256, 4)
+    unshuffle_in_place(u8* out, const i64* start, const i64* bsize, const i64* tsz, const i64* mode) {
+    extern __shared__ uint4 room[];
+    i64 b = blockIdx.x;
+    int md = (int)mode[b], m = (int)bsize[b];
+    if (md == 0) return;  // a block of a frame not shuffled: it is in place already
+    u8* at = out + start[b];
+    u8* s = (u8*)room;
+    int words = ((size_t)at & 15) ? 0 : m / 16;  // 16 bytes a load where aligned, the rest bytewise
+    for (int k = threadIdx.x; k < words; k += blockDim.x) room[k] = ((const uint4*)at)[k];
+    for (int k = 16 * words + threadIdx.x; k < m; k += blockDim.x) s[k] = at[k];
+    __syncthreads();
+    unshuffle_block(threadIdx.x, blockDim.x, m, (int)tsz[b], md, s, at);
 }
 #endif
