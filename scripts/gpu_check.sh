@@ -61,7 +61,7 @@ step sanitize "${SANITIZE_TIMEOUT:-480}" env ZDG_CUPY_POOL=0 bash -c '
   $cs --tool memcheck --leak-check no python3 -m pytest -q -m gpu -p no:cacheprovider -o faulthandler_timeout=300 \
     ${MEMCHECK_TESTS:-tests/test_gpu_zstd.py tests/test_gpu.py tests/test_damage.py::test_reads_agree_with_the_reference} || exit $?
   $cs --tool racecheck python3 -m pytest -q -m gpu -p no:cacheprovider \
-    ${RACECHECK_TESTS:-tests/test_gpu_zstd.py::test_frames_as_libzstd_reads_them tests/test_gpu.py::test_the_warps_lz4_walk_agrees_with_one_threads}'
+    ${RACECHECK_TESTS:-tests/test_gpu_zstd.py::test_frames_as_libzstd_reads_them tests/test_gpu.py::test_the_warps_lz4_walk_agrees_with_one_threads tests/test_gpu.py::test_blosc_blocks_unshuffled_in_place_read_as_zarr_does}'
 # shellcheck disable=SC2086  # ZPROBE_ARGS holds several words
 step zprobe 150 python3 benchmarks/probe_zstd.py ${ZPROBE_ARGS:-}
 # shellcheck disable=SC2086  # UNSHUFFLE_ARGS holds several words
