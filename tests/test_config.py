@@ -10,7 +10,7 @@ def test_every_default_reads_through_its_kinds_accessor():
     read = {
         "bytes": lambda k, s: config.maybe_nbytes(k) if s.optional else config.nbytes(k),
         "duration": lambda k, s: config.maybe_seconds(k) if s.optional else config.seconds(k),
-        "int": lambda k, s: config.integer(k),
+        "int": lambda k, s: config.maybe_integer(k) if s.optional else config.integer(k),
         "bool": lambda k, s: config.flag(k),
         "choice": lambda k, s: config.choice(k),
         "keys": lambda k, s: config.keys(k),

@@ -409,10 +409,11 @@ def test_threads_waiting_for_the_device_sleep(setting):
         assert cpu > 0.5 * wall
 
 
-@pytest.mark.parametrize("window", [3, 64])
+@pytest.mark.parametrize("window", [3, 64, 200])
 def test_the_reader_reads_past_its_window_and_names_a_short_file(tmp_path, monkeypatch, window):
     """kvikio's reads past the window of open files (each waiting for the oldest in flight) land
-    where the layout puts them, byte for byte; a file shorter than its range fails after its retries,
+    where the layout puts them, byte for byte, and the caller's ``meanwhile`` runs once, whether the
+    reads fill one window or many; a file shorter than its range fails after its retries,
     naming it (kvikio's own error names no file), a file gone since it was located raises
     FileNotFoundError naming it, and every file the reader opened is closed."""
     import cupy as cp
@@ -435,7 +436,9 @@ def test_the_reader_reads_past_its_window_and_names_a_short_file(tmp_path, monke
     # kvikio's reads however small (not the host's preads), one retry
     settings = {"host-read-below": 0, "io-retries": 1, "io-retry-delay": 0.001}
     with dask.config.set({f"zarr_dask_gpu.{k}": v for k, v in settings.items()}):
-        staged = reader.KvikioReader().read(ranges, align=16)
+        calls: list[int] = []
+        staged = reader.KvikioReader().read(ranges, align=16, meanwhile=lambda: calls.append(1))
+        assert calls == [1]
         fds = len(os.listdir("/proc/self/fd"))  # after a first read: kvikio opens its own on first use
         got = cp.asnumpy(staged.buffer)
         for r, at, n in zip(ranges, staged.offsets, staged.sizes, strict=True):

@@ -130,10 +130,14 @@ def test_decode_calls_cover_the_batch_in_order_within_the_limit(sizes, limit):
     assert len(decode_calls(np.array(sizes), None)) == 1
 
 
-def test_a_batch_joins_others_calls_while_its_items_average_below_the_bound():
+def test_a_batch_joins_others_calls_while_its_items_average_below_the_bound_and_are_few():
     mib = 1 << 20
-    assert joins(np.array([8 * mib] * 256), 64 * mib)  # A-large: 256 chunks of 8 MiB
-    assert joins(np.array([32 << 10] * 16384), 64 * mib)  # E: blosc inner streams
+    assert joins(np.array([8 * mib] * 256), 64 * mib, 8192)  # A-large: 256 chunks of 8 MiB
+    assert not joins(np.array([32 << 10] * 16384), 64 * mib, 8192)  # E: a task's blosc inner streams
+    assert not joins(np.array([32 << 10] * 8192), 64 * mib, 8192)  # at the count: alone
+    assert joins(np.array([32 << 10] * 16384), 64 * mib) and joins(
+        np.array([32 << 10] * 8191), 64 * mib, 8192
+    )
     assert not joins(np.array([256 * mib] * 2), 64 * mib)  # Ez: two frames of 256 MiB
     assert not joins(np.array([64 * mib]), 64 * mib)  # at the bound: alone
     assert joins(np.array([256 * mib, 1]), None) and joins(np.array([], dtype=np.int64), 64 * mib)

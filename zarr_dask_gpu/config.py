@@ -58,6 +58,12 @@ SETTINGS: dict[str, Setting] = {
     "coalesce-below": Setting(
         "64MiB", "bytes", "tasks whose chunks average this size or more decode alone (None: none)", True
     ),
+    "coalesce-items": Setting(
+        8192,
+        "int",
+        "tasks of this many chunks (blosc: inner streams) or more decode alone (None: none)",
+        True,
+    ),
     "coalesce-wait": Setting(
         "10ms", "duration", "the longest a call waits for the others' (None: no bound)", True
     ),
@@ -135,8 +141,16 @@ def seconds(key: str) -> float:
 
 
 def integer(key: str) -> int:
-    """An integer setting."""
+    """An integer setting that is always set."""
+    assert not SETTINGS[key].optional, f"{key} may be None: maybe_integer"
+    return maybe_integer(key) or 0  # not None: _value raised
+
+
+def maybe_integer(key: str) -> int | None:
+    """An integer setting, or None where the setting allows it."""
     value = _value(key, "int")
+    if value is None:
+        return None
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError(f"zarr_dask_gpu.{key} is {value!r}, not an integer")
     try:

@@ -100,11 +100,15 @@ def _aligned_blocks(
     return normalize_chunks(tuple(block), shape)
 
 
-def joins(out_sizes: np.ndarray, below: int | None) -> bool:
-    """Whether a task's decode batch joins other tasks' calls (``coalesce-below``): its items average
-    fewer than ``below`` decoded bytes (None: always). Few huge frames fill the device alone, and a
-    joined call would wait for its partner's reads."""
-    return below is None or len(out_sizes) == 0 or float(np.mean(out_sizes)) < below
+def joins(out_sizes: np.ndarray, below: int | None, fewer: int | None = None) -> bool:
+    """Whether a task's decode batch joins other tasks' calls: its items average fewer than ``below``
+    decoded bytes (``coalesce-below``; None: any size) and number fewer than ``fewer``
+    (``coalesce-items``; None: any count). Few huge frames, or as many small ones as the device
+    runs at once, fill it alone, and a joined call would wait for its partner's reads."""
+    if len(out_sizes) == 0:
+        return True
+    small = below is None or float(np.mean(out_sizes)) < below
+    return small and (fewer is None or len(out_sizes) < fewer)
 
 
 def decode_calls(out_sizes: np.ndarray, limit: int | str | None) -> list[np.ndarray]:

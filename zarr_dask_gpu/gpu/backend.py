@@ -14,7 +14,7 @@ import numpy as np
 from .. import config
 from ..backends import host_decoded
 from ..codecs import compressions
-from ..io import ChunkReader, Staged, host_reader
+from ..io import Staged, host_reader
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece, decode_calls
 from ..storage import locate
@@ -42,7 +42,7 @@ class GpuBackend:
 
     def __init__(self) -> None:
         setup.configure()
-        self._reader: ChunkReader = KvikioReader()  # local files, into device or pinned memory
+        self._reader = KvikioReader()  # local files, into device or pinned memory
 
     @contextlib.contextmanager
     def context(self) -> Iterator[None]:
@@ -62,8 +62,8 @@ class GpuBackend:
         compression checked and decoded in one batch (``load_state_dict`` reads many tensors in one
         task so); where every present chunk of a block can (whole and contiguous in it, a plain
         chain, aligned offsets), they decode straight into the block and no scratch of its size is
-        needed. The blocks are made after the reads, so that the tasks waiting for a read slot hold
-        none (no pass was faster or slower for it: docs/performance.md)."""
+        needed. The local blocks are made once their reads are under way: their allocation overlaps
+        the reads, and the tasks waiting for a read slot hold none (docs/performance.md)."""
         # CUDA errors name these blocks' chunks (and the test hook's fault); coalescing: a member
         with faults.batch(blocks), joined.member():
             return self._decode_many(blocks)
@@ -86,9 +86,17 @@ class GpuBackend:
                 local.setdefault(skip, []).append(k)
             else:
                 staged[k] = self._read_remote(info, pieces, skip, reader)
+        made: dict[int, cp.ndarray] = {}  # local blocks, made while their reads are in flight
         for skip, ks in local.items():
-            staged.update(zip(ks, self._read_local([blocks[k] for k in ks], skip), strict=True))
-        batches = {k: Batch.of(blocks[k][0], blocks[k][1], blocks[k][2](), staged[k]) for k in sorted(staged)}
+
+            def make(ks: list[int] = ks) -> None:
+                made.update((k, blocks[k][2]()) for k in ks)
+
+            staged.update(zip(ks, self._read_local([blocks[k] for k in ks], skip, make), strict=True))
+        batches = {
+            k: Batch.of(blocks[k][0], blocks[k][1], made[k] if k in made else blocks[k][2](), staged[k])
+            for k in sorted(staged)
+        }
         merged: dict[tuple[str, int], list[Batch]] = {}  # one decode batch per compression and buffer
         for b in batches.values():
             row = compressions.get(b.chain.compression)
@@ -105,15 +113,19 @@ class GpuBackend:
         return results  # type: ignore[return-value]  # every block has its result now
 
     def _read_local(
-        self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], object]], skip: int
+        self,
+        blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], object]],
+        skip: int,
+        meanwhile: Callable[[], None],
     ) -> list[Staged]:
-        """Local blocks' chunks in one batch of preads; located inside the read slot, so that this IO,
-        too, runs in at most ``read-slots`` tasks at once (B's stats: docs/performance.md)."""
+        """Local blocks' chunks in one batch of preads, ``meanwhile`` called once they are under way;
+        located inside the read slot, so that this IO, too, runs in at most ``read-slots`` tasks at
+        once (B's stats: docs/performance.md)."""
         with read_slot():
             ranges = [_locate(info, pieces) for info, pieces, _ in blocks]
             flat = [r for rs in ranges for r in rs]
             with phases.record("read", chunks=len(flat)):
-                staged = self._reader.read(flat, skip=skip, align=ALIGN)
+                staged = self._reader.read(flat, skip=skip, align=ALIGN, meanwhile=meanwhile)
         getattr(_held, "buffers", []).append(staged.buffer)
         out, at = [], 0
         for rs in ranges:

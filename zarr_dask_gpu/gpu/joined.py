@@ -30,7 +30,8 @@ def member() -> contextlib.AbstractContextManager:
 def decode(compression: str, batch: decompress.Batch) -> list[tuple[int, str]]:
     """``batch`` decoded, joined with the device's other tasks' calls when coalescing, alone
     otherwise; its failures as (index, reason)."""
-    if coalescing() and joins(batch.dst_sizes, config.maybe_nbytes("coalesce-below")):
+    fewer = config.maybe_integer("coalesce-items")
+    if coalescing() and joins(batch.dst_sizes, config.maybe_nbytes("coalesce-below"), fewer):
         # a joined call that raised (scratch too large for many tasks' chunks) is retried alone below,
         # so that each task gets its own outcome
         with contextlib.suppress(Exception):

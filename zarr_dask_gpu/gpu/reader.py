@@ -3,7 +3,7 @@
 import contextlib
 import errno
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import cupy as cp
@@ -28,7 +28,15 @@ class KvikioReader:
     host memory. ``staging`` says where the buffer the kernels read lives: device memory (pinned host
     reads then go there in one copy), or pinned host memory that kernels read over the bus."""
 
-    def read(self, ranges: Sequence[Range | None], skip: int = 0, align: int = 1) -> Staged:
+    def read(
+        self,
+        ranges: Sequence[Range | None],
+        skip: int = 0,
+        align: int = 1,
+        meanwhile: Callable[[], None] | None = None,
+    ) -> Staged:
+        """``ChunkReader.read``; ``meanwhile`` is called once the reads are under way, so that the
+        caller's allocations (a task's blocks, from an emptied pool: docs/performance.md) overlap them."""
         plan = layout(ranges, skip, align)
         on_host = config.choice("staging") == "host"
         small = plan.reads and plan.total < len(plan.reads) * config.nbytes("host-read-below")
@@ -37,21 +45,28 @@ class KvikioReader:
         else:
             buf = cp.empty(max(plan.total, 1), dtype=np.uint8)
         if small:
+            if meanwhile is not None:
+                meanwhile()
             pread_all(buf, plan)
         else:
-            _read_all(plan.reads, plan.starts, buf)
+            _read_all(plan.reads, plan.starts, buf, meanwhile)
         if isinstance(buf, np.ndarray):
             buf = mapped(buf) if on_host else _to_device(buf)
         return Staged(buf, plan.offsets, plan.sizes)
 
 
-def _read_all(reads: Sequence[Read], starts: Sequence[int], buf: Any) -> None:
+def _read_all(
+    reads: Sequence[Read], starts: Sequence[int], buf: Any, meanwhile: Callable[[], None] | None = None
+) -> None:
     """Every read on kvikio's pool, at most ``_WINDOW`` files open: past the first ``_WINDOW`` reads,
     each waits for the oldest in flight, so the pool keeps ``_WINDOW`` queued rather than draining at
-    the end of each window. A read that fails is tried again alone under the retry settings."""
+    the end of each window; ``meanwhile`` runs once the first window is queued. A read that fails is
+    tried again alone under the retry settings."""
     views = [buf[s : s + rd.size] for rd, s in zip(reads, starts, strict=True)]
     with in_flight() as (files, futures):
         for k, rd in enumerate(reads):
+            if k == _WINDOW and meanwhile is not None:
+                meanwhile()
             if k >= _WINDOW:
                 _settle(files, futures, reads, views, k - _WINDOW)
             try:
@@ -64,6 +79,8 @@ def _read_all(reads: Sequence[Read], starts: Sequence[int], buf: Any) -> None:
                 retrying(rd.path, functools.partial(_read_one, rd, views[k]), failed=e)
                 continue
             futures.append(files[k].pread(views[k], rd.size, rd.offset))
+        if len(reads) <= _WINDOW and meanwhile is not None:
+            meanwhile()
         for k in range(max(len(reads) - _WINDOW, 0), len(reads)):
             _settle(files, futures, reads, views, k)
 
