@@ -302,12 +302,15 @@ def test_a_task_peak_device_memory_stays_within_3x_its_block(tmp_path, call_byte
     assert peak <= (3.0 if call_bytes is None else 2.2), peak
 
 
-def test_a_task_makes_its_block_once_its_chunks_are_read(tmp_path):
-    """The GPU backend calls a block's ``make_out`` once, after the block's reads have ended, and fills
-    and returns the block it made: tasks waiting for a read slot hold no block yet."""
+@pytest.mark.parametrize("host_below", ["1MiB", 0])  # the host's preads, kvikio's
+def test_a_task_makes_its_block_once_its_chunks_are_read(tmp_path, host_below):
+    """The GPU backend calls a block's ``make_out`` once, while the block's reads are under way (inside
+    their span: tasks waiting for a read slot hold no block yet), and fills and returns the block it
+    made."""
     import time
 
     import cupy as cp
+    import dask
 
     from zarr_dask_gpu.gpu import phases
     from zarr_dask_gpu.metadata import open_array_info
@@ -324,11 +327,15 @@ def test_a_task_makes_its_block_once_its_chunks_are_read(tmp_path):
         return made[-1][1]
 
     backend = get_backend("gpu")
-    with phases.collect() as spans, backend.context():
+    with (
+        dask.config.set({"zarr_dask_gpu.host-read-below": host_below}),
+        phases.collect() as spans,
+        backend.context(),
+    ):
         [(out, stored)] = backend.decode_many([(info, block_pieces((0, 0), a.shape, info.chunks), make)])
     [(when, block)] = made
-    reads = [s for s in spans if s.name == "read"]
-    assert reads and all(s.end <= when for s in reads)
+    [read] = [s for s in spans if s.name == "read"]
+    assert read.start <= when <= read.end
     assert out is block and all(stored)
     np.testing.assert_array_equal(out.get(), a[...])
 
