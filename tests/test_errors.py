@@ -119,6 +119,23 @@ def test_bad_metadata_raises_at_open(tmp_path, edit):
         from_zarr_gpu(tmp_path / "a.zarr", device="cpu")
 
 
+def test_metadata_zarr_opens_but_the_readers_cannot_take_raises_naming_the_path(tmp_path):
+    """A sharding codec without index codecs, and a rectilinear chunk grid (zarr opens both): a
+    MetadataError naming the array, not the layout's IndexError or zarr's NotImplementedError."""
+    a = zarr.create_array(tmp_path / "s.zarr", shape=(10, 6), shards=(4, 6), chunks=(2, 3), dtype="f4")
+    meta = tmp_path / "s.zarr" / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["codecs"][0]["configuration"]["index_codecs"] = []
+    meta.write_text(json.dumps(doc))
+    with pytest.raises(MetadataError, match=f"{tmp_path / 's.zarr'}.*IndexError"):
+        from_zarr_gpu(tmp_path / "s.zarr", device="cpu")
+    with zarr.config.set({"array.rectilinear_chunks": True}):
+        a = zarr.create_array(tmp_path / "r.zarr", shape=(10, 7), chunks=[[3, 5, 2], [4, 3]], dtype="i4")
+        a[...] = np.arange(70).reshape(10, 7)
+        with pytest.raises(MetadataError, match=f"{tmp_path / 'r.zarr'}.*NotImplementedError"):
+            from_zarr_gpu(tmp_path / "r.zarr", device="cpu")
+
+
 def test_unknown_field_that_need_not_be_understood_opens(tmp_path):
     _edit_metadata(tmp_path, lambda d: d.update(extra={"must_understand": False}))
     assert from_zarr_gpu(tmp_path / "a.zarr", device="cpu").shape == (8,)

@@ -186,15 +186,22 @@ def open_array_info(
     fill_value = (
         np.asarray(fill, dtype=dtype)[()] if dtype.kind in "mM" else np.asarray(fill, dtype=dtype).item()
     )
-    layout = shard_layout(meta) if isinstance(meta, ArrayV3Metadata) else None
+    try:  # metadata zarr opens but these readers cannot take (a codec list, a chunk grid)
+        layout = shard_layout(meta) if isinstance(meta, ArrayV3Metadata) else None
+        chunks = tuple(arr.chunks) if arr.shards is None or layout is not None else tuple(arr.shards)
+        chain = classify(meta)
+    except Exception as e:  # zarr and the layout raise many types; we give one, naming the path
+        raise MetadataError(
+            f"cannot read the zarr array at {where.path(path)}: {type(e).__name__}: {e}"
+        ) from e
     return ArrayInfo(
         store=where,
         path=path,
         shape=tuple(arr.shape),
-        chunks=tuple(arr.chunks) if arr.shards is None or layout is not None else tuple(arr.shards),
+        chunks=chunks,
         dtype=dtype.newbyteorder("="),
         fill_value=fill_value,
         metadata=meta,
-        chain=classify(meta),
+        chain=chain,
         shard=layout,
     )
