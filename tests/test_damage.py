@@ -37,8 +37,26 @@ from .damage import (
     zstd_sections,
 )
 
-V3_CODECS = ("zstd", "gzip", "blosc-lz4", "blosc-lz4hc", "blosc-zstd", "blosc-zlib")
-LAYOUTS = [(c, 2) for c in CODECS] + [(c, 3) for c in V3_CODECS]
+V3_CODECS = ("zstd", "gzip", "blosc-lz4", "blosc-lz4hc", "blosc-zstd", "blosc-zlib", "blosc-blosclz")
+# (codec, zarr format, whether a filter the host does not size sits before the compressor)
+LAYOUTS = [(c, 2, False) for c in CODECS] + [(c, 3, False) for c in V3_CODECS]
+LAYOUTS += [(c, 2, True) for c in CODECS]
+
+
+class Unsized(numcodecs.abc.Codec):
+    """A filter that leaves the bytes as they are, and that the package knows nothing of: its chains
+    decode on the host, the compressor's headers held to a bound rather than to the chunk's size."""
+
+    codec_id = "zarr-dask-gpu-test-unsized"
+
+    def encode(self, buf):
+        return buf
+
+    def decode(self, buf, out=None):
+        return numcodecs.compat.ndarray_copy(buf, out) if out is not None else buf
+
+
+numcodecs.register_codec(Unsized)
 
 
 @functools.cache
@@ -72,10 +90,12 @@ def _hangs() -> frozenset[int]:
     return frozenset(i for i, c in enumerate(_corpus()) if c.codec == "zstd" and numcodecs_hangs(c.data))
 
 
-def _write(root: Path, codec: str, fmt: int, hanging: bool = False) -> list[tuple[Path, int, list[int]]]:
+def _write(
+    root: Path, codec: str, fmt: int, hanging: bool = False, unsized: bool = False
+) -> list[tuple[Path, int, list[int]]]:
     """One array per (config, size, itemsize) of ``codec``'s cases (those on which numcodecs hangs,
     or all others), each chunk file overwritten with one case's bytes: (array path, elements per
-    chunk, the cases' indices in chunk order)."""
+    chunk, the cases' indices in chunk order). ``unsized``: v2 arrays with the ``Unsized`` filter."""
     groups: dict[tuple, list[int]] = defaultdict(list)
     every = int(os.environ.get("ZDG_DAMAGE_EVERY", "1"))  # a sample, for compute-sanitizer's slow runs
     for i, case in enumerate(_corpus()):
@@ -88,7 +108,8 @@ def _write(root: Path, codec: str, fmt: int, hanging: bool = False) -> list[tupl
         kw = dict(shape=(elems * len(members),), chunks=(elems,), dtype=f"<u{itemsize}", fill_value=0)
         cfg = json.loads(config)
         if fmt == 2:
-            zarr.create_array(path, zarr_format=2, compressors=numcodecs.get_codec(cfg), filters=None, **kw)
+            comp, filters = numcodecs.get_codec(cfg), [Unsized()] if unsized else None
+            zarr.create_array(path, zarr_format=2, compressors=comp, filters=filters, **kw)
         else:
             zarr.create_array(path, zarr_format=3, compressors=[_v3_compressor(cfg, itemsize)], **kw)
             (path / "c").mkdir()
@@ -128,12 +149,14 @@ def _summary(failures: list[tuple[Case, str]], checked: int) -> str:
 
 
 @pytest.mark.filterwarnings("ignore::zarr_dask_gpu.ZarrGpuWarning")
-@pytest.mark.parametrize("codec,fmt", LAYOUTS, ids=[f"{c}-v{f}" for c, f in LAYOUTS])
-def test_reads_agree_with_the_reference(tmp_path, device, codec, fmt):
+@pytest.mark.parametrize(
+    "codec,fmt,unsized", LAYOUTS, ids=[f"{c}-v{f}{'-unsized-filter' * u}" for c, f, u in LAYOUTS]
+)
+def test_reads_agree_with_the_reference(tmp_path, device, codec, fmt, unsized):
     verdicts = _verdicts()
     failures: list[tuple[Case, str]] = []
     checked = 0
-    for path, elems, members in _write(tmp_path, codec, fmt):
+    for path, elems, members in _write(tmp_path, codec, fmt, unsized=unsized):
         x = from_zarr_gpu(path, chunks=elems, device=device)
         assert x.numblocks == (len(members),)
         location = os.path.abspath(path)
@@ -353,7 +376,7 @@ def test_corpus_covers_what_it_promises():
         if c.codec.startswith("blosc") and c.label == "sound":
             assert c.data[3] == c.itemsize
     combos = {(c.codec, c.config["shuffle"], c.itemsize) for c in cases if c.codec.startswith("blosc")}
-    assert len(combos) == 4 * 3 * 4
+    assert len(combos) == 5 * 3 * 4
     assert len({c.config["id"] for c in cases}) == 5
 
 

@@ -11,7 +11,7 @@ from . import compressions
 from .filters import encoded_itemsize, unsupported
 
 # numcodecs filters that zarr v3 writes as array-to-array codecs ("numcodecs.delta", ...)
-_V3_FILTERS = ("delta", "fixedscaleoffset", "quantize", "bitround", "astype")
+V3_FILTERS = ("delta", "fixedscaleoffset", "quantize", "bitround", "astype")
 
 
 @dataclass(frozen=True)
@@ -92,20 +92,20 @@ def classify(metadata: ArrayV2Metadata | ArrayV3Metadata) -> ChainPlan:
     """
     if isinstance(metadata, ArrayV3Metadata):
         layout = shard_layout(metadata)
-        docs = [_doc(c) for c in metadata.codecs]
+        docs = [codec_doc(c) for c in metadata.codecs]
         if layout is not None:
-            docs = [_doc(c) for c in docs[0]["configuration"]["codecs"]]
+            docs = [codec_doc(c) for c in docs[0]["configuration"]["codecs"]]
         return _classify_v3(docs, len(metadata.shape))
     return _classify_v2(metadata)
 
 
 def shard_layout(metadata: ArrayV3Metadata) -> ShardLayout | None:
     """The sharding layout when the array is sharded with an index this package reads, else None."""
-    docs = [_doc(c) for c in metadata.codecs]
+    docs = [codec_doc(c) for c in metadata.codecs]
     if len(docs) != 1 or docs[0]["name"] != "sharding_indexed":
         return None
     conf = docs[0]["configuration"]
-    index = [_doc(c) for c in conf["index_codecs"]]
+    index = [codec_doc(c) for c in conf["index_codecs"]]
     names = [c["name"] for c in index]
     little = (index[0].get("configuration") or {}).get("endian", "little") == "little"
     if names not in (["bytes"], ["bytes", "crc32c"]) or not little:
@@ -117,7 +117,7 @@ def shard_layout(metadata: ArrayV3Metadata) -> ShardLayout | None:
     return ShardLayout(tuple(int(n) for n in shape), location == "start", names[-1] == "crc32c")
 
 
-def _doc(codec: Any) -> dict[str, Any]:
+def codec_doc(codec: Any) -> dict[str, Any]:
     """A codec's metadata document (codecs nested in a sharding codec's may be documents already)."""
     return codec if isinstance(codec, dict) else dict(codec.to_dict())
 
@@ -137,7 +137,7 @@ def _classify_v3(docs: list[dict], ndim: int) -> ChainPlan:
         name, conf = doc["name"], doc.get("configuration") or {}
         if name == "transpose" and not seen_bytes and transpose is None and not configs:
             transpose = tuple(int(i) for i in conf["order"])
-        elif not seen_bytes and transpose is None and name.removeprefix("numcodecs.") in _V3_FILTERS:
+        elif not seen_bytes and transpose is None and name.removeprefix("numcodecs.") in V3_FILTERS:
             # numcodecs' own get_config fills the defaults (astype and the like)
             configs.append(numcodecs.get_codec({"id": name.removeprefix("numcodecs."), **conf}).get_config())
         elif name == "bytes" and not seen_bytes:

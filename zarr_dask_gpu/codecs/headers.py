@@ -34,12 +34,18 @@ def check_zlib(data: bytes | memoryview, expected: int) -> str | None:
     return None
 
 
-def check_lz4(data: bytes | memoryview, expected: int) -> str | None:
-    """numcodecs' lz4: a 4-byte decoded size, then one block."""
+def _want(expected: int, exact: bool) -> str:
+    return f"expected {expected}" if exact else f"outside the chunk's bound of {expected}"
+
+
+def check_lz4(data: bytes | memoryview, expected: int, exact: bool = True) -> str | None:
+    """numcodecs' lz4: a 4-byte decoded size, then one block (``exact=False``: ``expected`` is only
+    a bound on the size, where the chain before the compressor does not say it)."""
     if len(data) < 5:
         return "lz4 chunk shorter than its header"
     size = struct.unpack_from("<i", data, 0)[0]
-    return None if size == expected else f"lz4 header says {size} bytes, expected {expected}"
+    ok = size == expected if exact else 0 <= size <= expected
+    return None if ok else f"lz4 header says {size} bytes, {_want(expected, exact)}"
 
 
 def check_lz4_block(data: bytes | memoryview, expected: int) -> str | None:
@@ -47,19 +53,20 @@ def check_lz4_block(data: bytes | memoryview, expected: int) -> str | None:
     return None
 
 
-def check_blosc_frame(data: bytes | memoryview, expected: int) -> str | None:
+def check_blosc_frame(data: bytes | memoryview, expected: int, exact: bool = True) -> str | None:
     """A blosc1 frame: ``check_blosc`` of its header."""
-    return check_blosc(bytes(data[:16]), len(data), expected)
+    return check_blosc(bytes(data[:16]), len(data), expected, exact)
 
 
 _NOT_ZSTD = "not a zstd frame (bad magic number)"
 
 
-def check_zstd(data: bytes | memoryview, expected: int) -> str | None:
+def check_zstd(data: bytes | memoryview, expected: int, exact: bool = True) -> str | None:
     """The frame and block headers of a zstd chunk, as libzstd walks them: its frames one after
     another (skippable frames passed over), each frame's stated content size within the chunk's
-    room and, where every frame states one, their sum the chunk's size; raw and RLE blocks within it
-    too. The bytes inside compressed blocks are the decoder's to judge."""
+    room and, where every frame states one, their sum the chunk's size (``exact=False``: at most
+    ``expected``); raw and RLE blocks within it too. The bytes inside compressed blocks are the
+    decoder's to judge."""
     n, p, known, least, frames, all_known = len(data), 0, 0, 0, 0, True
     while p < n:
         if p + 4 > n:
@@ -99,7 +106,7 @@ def check_zstd(data: bytes | memoryview, expected: int) -> str | None:
         if fcs_size:
             fcs = int.from_bytes(data[p : p + fcs_size], "little") + (256 if fcs_size == 2 else 0)
             if fcs > expected - known:
-                return f"zstd header says {known + fcs} bytes or more, expected {expected}"
+                return f"zstd header says {known + fcs} bytes or more, {_want(expected, exact)}"
             known += fcs
         else:
             all_known = False
@@ -127,20 +134,22 @@ def check_zstd(data: bytes | memoryview, expected: int) -> str | None:
         frames += 1
     if not frames:
         return _NOT_ZSTD
-    if all_known and known != expected:
+    if exact and all_known and known != expected:
         return f"zstd header says {known} bytes, expected {expected}"
     return None
 
 
-def check_blosc(head: bytes, n: int, expected: int) -> str | None:
-    """A blosc1 frame's 16-byte header against its stored and expected sizes."""
+def check_blosc(head: bytes, n: int, expected: int, exact: bool = True) -> str | None:
+    """A blosc1 frame's 16-byte header against its stored and expected sizes (``exact=False``:
+    ``expected`` bounds the decoded size)."""
     if n < 16:
         return "blosc frame shorter than its header"
     version, _, flags, typesize, nbytes, blocksize, ctbytes = struct.unpack_from("<BBBBiii", head)
     if version not in (1, 2):
         return f"not a blosc1 frame (format version {version})"
-    if nbytes != expected:
-        return f"blosc header says {nbytes} bytes, expected {expected}"
+    ok = nbytes == expected if exact else 0 <= nbytes <= expected
+    if not ok:
+        return f"blosc header says {nbytes} bytes, {_want(expected, exact)}"
     if ctbytes > n or ctbytes < 16:  # bytes after the payload are not blosc's (c-blosc reads ctbytes)
         return f"blosc header says {ctbytes} stored bytes, the chunk has {n}"
     n = ctbytes

@@ -11,39 +11,98 @@ numcodecs streams as zarr-python does (its output grows with what the blocks dec
 libraries: numcodecs' GZip (Python's gzip module: several members, zero padding after them), Zlib
 (``zlib.decompress``: bytes after the stream ignored, the Adler-32 verified), Zstd (libzstd), LZ4
 (liblz4's ``LZ4_decompress_safe``, as c-blosc calls it for its streams too) and Blosc (c-blosc).
-Each function here decodes a chunk that passed its host check; ``compressions.decode_into`` runs both.
+Each ``*_into`` here decodes a chunk that passed its host check; ``compressions.decode_into`` runs
+both. The ``*_at_most`` functions decode the streams that state no size (gzip, zlib, and numcodecs'
+BZ2 and LZMA, as Python's modules read them) to a bound: ``stored`` calls them for every chain the
+host decodes, where zarr-python would inflate whatever the stream holds.
 """
 
+import bz2
 import gzip
 import io
+import lzma
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 from numcodecs import LZ4, Blosc, Zstd
 
 
-def gzip_into(data: bytes | memoryview, out: np.ndarray) -> str | None:
-    n = out.nbytes
+def gzip_at_most(data: bytes | memoryview, limit: int, config: Mapping[str, Any] | None = None) -> bytes:
+    """A gzip chunk (several members, zero padding after them), decoded to at most ``limit`` bytes."""
     with gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb") as f:
-        got = f.readinto(memoryview(out))
-        if got != n or f.read(1):  # read(1) also ends the last member: its CRC-32 and size
-            return f"gzip stream does not decode to {n} bytes"
+        raw = f.read(limit + 1)  # reading past the end also checks the last member's CRC-32 and size
+    if len(raw) > limit:
+        raise ValueError(f"gzip stream decodes to more than {limit} bytes")
+    return raw
+
+
+def zlib_at_most(data: bytes | memoryview, limit: int, config: Mapping[str, Any] | None = None) -> bytes:
+    """A zlib stream (bytes after it ignored, the Adler-32 verified), decoded to at most ``limit``."""
+    d = zlib.decompressobj()
+    raw = d.decompress(data, limit + 1)
+    if len(raw) > limit:
+        raise ValueError(f"zlib stream decodes to more than {limit} bytes")
+    if not d.eof:
+        raise ValueError("zlib stream is truncated")
+    return raw
+
+
+def _streams_at_most(name: str, new: Callable[[], Any], data: bytes | memoryview, limit: int) -> bytes:
+    # bz2 and xz chunks may hold several streams one after another, read as bz2.decompress and
+    # lzma.decompress read them (bytes after a stream that do not start another are ignored): each
+    # decoded with the room the ones before it left
+    parts: list[bytes] = []
+    rest, total = bytes(data), 0
+    while True:
+        d = new()
+        try:
+            raw = d.decompress(rest, limit + 1 - total)
+        except (OSError, lzma.LZMAError):
+            if parts:
+                return b"".join(parts)
+            raise
+        total += len(raw)
+        parts.append(raw)
+        if total > limit:
+            raise ValueError(f"{name} stream decodes to more than {limit} bytes")
+        if not d.eof:
+            raise ValueError(f"{name} stream is truncated")
+        rest = d.unused_data
+        if not rest:
+            return b"".join(parts)
+
+
+def bz2_at_most(data: bytes | memoryview, limit: int, config: Mapping[str, Any] | None = None) -> bytes:
+    """A bz2 chunk (numcodecs' BZ2), decoded to at most ``limit`` bytes."""
+    return _streams_at_most("bz2", bz2.BZ2Decompressor, data, limit)
+
+
+def lzma_at_most(data: bytes | memoryview, limit: int, config: Mapping[str, Any] | None = None) -> bytes:
+    """An lzma chunk (numcodecs' LZMA: its ``format`` and ``filters``), decoded to at most ``limit``."""
+    conf = config or {}
+    fmt, filters = conf.get("format", lzma.FORMAT_AUTO), conf.get("filters")
+    return _streams_at_most("lzma", lambda: lzma.LZMADecompressor(format=fmt, filters=filters), data, limit)
+
+
+AtMost = Callable[[bytes | memoryview, int, Mapping[str, Any] | None], bytes]
+
+
+def _exactly(name: str, at_most: AtMost, data: bytes | memoryview, out: np.ndarray) -> str | None:
+    raw = at_most(data, out.nbytes, None)
+    if len(raw) != out.nbytes:
+        return f"{name} stream decodes to {len(raw)} bytes, metadata says {out.nbytes}"
+    out[:] = np.frombuffer(raw, np.uint8)
     return None
+
+
+def gzip_into(data: bytes | memoryview, out: np.ndarray) -> str | None:
+    return _exactly("gzip", gzip_at_most, data, out)
 
 
 def zlib_into(data: bytes | memoryview, out: np.ndarray) -> str | None:
-    n = out.nbytes
-    d = zlib.decompressobj()
-    raw = d.decompress(data, n)
-    if len(raw) == n and not d.eof and d.decompress(d.unconsumed_tail, 1):
-        return f"zlib stream decodes to more than {n} bytes"
-    if not d.eof:
-        return "zlib stream is truncated"
-    if len(raw) != n:
-        return f"zlib stream decodes to {len(raw)} bytes, metadata says {n}"
-    out[:] = np.frombuffer(raw, np.uint8)
-    return None
+    return _exactly("zlib", zlib_at_most, data, out)
 
 
 def zstd_into(data: bytes | memoryview, out: np.ndarray) -> str | None:
@@ -73,11 +132,13 @@ def blosc_into(data: bytes | memoryview, out: np.ndarray) -> str | None:
 
 
 Decode = Callable[[bytes | memoryview, np.ndarray], str | None]
+# what the libraries raise on damaged streams (LZMAError is an Exception; OSError covers gzip's)
+ERRORS = (OSError, EOFError, ValueError, RuntimeError, zlib.error, lzma.LZMAError)
 
 
 def bounded(name: str, decode: Decode, data: bytes | memoryview, out: np.ndarray) -> str | None:
     """``decode(data, out)``, the libraries' errors on damaged data as the reason."""
     try:
         return decode(data, out)
-    except (OSError, EOFError, ValueError, RuntimeError, zlib.error) as e:
+    except ERRORS as e:
         return f"{name} decode failed: {type(e).__name__}: {e}"
