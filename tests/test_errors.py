@@ -119,6 +119,16 @@ def test_bad_metadata_raises_at_open(tmp_path, edit):
         from_zarr_gpu(tmp_path / "a.zarr", device="cpu")
 
 
+def test_a_shape_of_too_many_blocks_raises_at_open_naming_the_path(tmp_path):
+    _edit_metadata(tmp_path, lambda d: d.update(shape=[2**60], chunk_grid=_regular(1)))
+    with pytest.raises(MetadataError, match=str(tmp_path / "a.zarr")):
+        from_zarr_gpu(tmp_path / "a.zarr", device="cpu")
+
+
+def _regular(size):
+    return {"name": "regular", "configuration": {"chunk_shape": [size]}}
+
+
 def test_metadata_zarr_opens_but_the_readers_cannot_take_raises_naming_the_path(tmp_path):
     """A sharding codec without index codecs, and a rectilinear chunk grid (zarr opens both): a
     MetadataError naming the array, not the layout's IndexError or zarr's NotImplementedError."""

@@ -2,9 +2,11 @@
 
 import dask
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zarr_dask_gpu import MetadataError
 from zarr_dask_gpu.plan import block_chunks, block_pieces, decode_calls, joins
 
 
@@ -58,6 +60,31 @@ def test_user_chunk_forms():
     assert block_chunks({0: 5}, (10, 4), (4, 4), f4, "1MiB") == ((5, 5), (4,))
     assert block_chunks("64B", (64,), (4,), f4, "1MiB") == ((16, 16, 16, 16),)
     assert block_chunks("auto", (64,), (4,), f4, "64B") == ((16, 16, 16, 16),)
+
+
+@pytest.mark.parametrize(
+    "chunks,shape,stored",
+    [
+        (None, (2**31, 2**31), (1, 1)),
+        (8, (2**40,), (1,)),
+        ({0: 16}, (2**40,), (1,)),
+        ((1024,), (2**40,), (1,)),
+        ("1KiB", (2**40,), (1,)),
+    ],
+    ids=["default", "int", "dict", "tuple", "bytes"],
+)
+def test_more_blocks_than_the_bound_raise_before_dask_lists_them(chunks, shape, stored):
+    with pytest.raises(MetadataError, match=r"/data/a\.zarr: shape .* more than zarr_dask_gpu\.max-blocks"):
+        block_chunks(chunks, shape, stored, np.dtype("u1"), "1KiB", array="/data/a.zarr")
+
+
+def test_max_blocks_is_a_setting():
+    u1 = np.dtype("u1")
+    with dask.config.set({"zarr_dask_gpu.max-blocks": 3}):
+        with pytest.raises(MetadataError, match="makes 4 dask blocks"):
+            block_chunks(4, (16,), (4,), u1, "1KiB")
+        assert block_chunks(4, (12,), (4,), u1, "1KiB") == ((4, 4, 4),)
+    assert block_chunks(4, (16,), (4,), u1, "1KiB") == ((4, 4, 4, 4),)
 
 
 @settings(max_examples=300, deadline=None)

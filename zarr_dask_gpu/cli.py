@@ -42,7 +42,9 @@ def _info(args: argparse.Namespace) -> int:
     info = open_array_info(args.path, args.component)
     chain = info.chain
     device = resolve_device(args.device)
-    blocks = block_chunks(None, info.shape, info.grid, info.dtype, default_block_size(info, device))
+    blocks = block_chunks(
+        None, info.shape, info.grid, info.dtype, default_block_size(info, device), info.location
+    )
     doc: dict[str, Any] = {
         "path": info.location,
         "zarr_format": info.zarr_format,

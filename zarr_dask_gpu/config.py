@@ -40,6 +40,7 @@ SETTINGS: dict[str, Setting] = {
     "gpu-min-blocks": Setting(
         4, "int", "on the GPU, default blocks shrink (to 32 MiB) until an array has this many"
     ),
+    "max-blocks": Setting(1 << 24, "int", "the most blocks a dask array of this package may have"),
     "strict": Setting(False, "bool", "raise MissingChunkError instead of filling absent chunks"),
     "cpu-threads": Setting(0, "int", "threads for host preads and CPU decode (0: one per core)"),
     "kvikio-threads": Setting(0, "int", "kvikio IO threads per process on the GPU path (0: one per core)"),

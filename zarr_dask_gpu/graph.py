@@ -1,6 +1,7 @@
 """Building the dask array: one task per block, lazy, reading no chunk data."""
 
 import dataclasses
+import math
 import warnings
 from typing import Any
 
@@ -42,7 +43,7 @@ def default_block_size(info: ArrayInfo, device: Device) -> int:
     """``zarr_dask_gpu.block-size``; on the CPU, small enough that every core gets several blocks;
     on the GPU, small enough for ``gpu-min-blocks`` blocks (overlapping tasks), down to 32 MiB."""
     size = config.block_size(device)
-    nbytes = int(np.prod(info.shape, dtype=np.int64)) * info.dtype.itemsize
+    nbytes = math.prod(info.shape) * info.dtype.itemsize  # Python ints: no wrap for huge shapes
     if device == "cpu":
         size = min(size, max(nbytes // (4 * config.cpu_threads()), 1))
     else:
@@ -123,7 +124,9 @@ def from_zarr_gpu(
         bits = np.asarray(info.fill_value).view(np.int64)[()]
         info = dataclasses.replace(info, dtype=np.dtype(np.int64), fill_value=int(bits))
     strict = config.flag("strict") if strict is None else strict
-    blocks = block_chunks(chunks, info.shape, info.grid, info.dtype, default_block_size(info, dev))
+    blocks = block_chunks(
+        chunks, info.shape, info.grid, info.dtype, default_block_size(info, dev), info.location
+    )
     if dev == "gpu" and info.chain.gpu is None and info.location not in _warned:
         _warned.add(info.location)
         warnings.warn(

@@ -1,11 +1,15 @@
 """Planning: which stored chunks a block needs and where each lands (pure functions, CPU-only)."""
 
 import itertools
-from typing import NamedTuple
+import math
+from typing import NamedTuple, cast
 
 import numpy as np
 from dask.array.core import normalize_chunks
 from dask.utils import parse_bytes
+
+from . import config
+from .errors import MetadataError
 
 
 class ChunkPiece(NamedTuple):  # a tuple: a task of small chunks makes thousands
@@ -70,34 +74,73 @@ def block_chunks(
     stored: tuple[int, ...],
     dtype: np.dtype,
     default_size: str | int,
+    array: str = "the array",
 ) -> tuple[tuple[int, ...], ...]:
     """Dask block sizes for an array of ``shape`` stored in chunks of ``stored``.
 
     ``chunks`` takes dask's forms (int, tuple, dict, "auto") and a byte size such as "512MiB";
     ``None`` means blocks of about ``default_size`` bytes. "auto", byte sizes and ``None`` give
     blocks that are whole multiples of the stored chunks, never smaller than one.
+
+    Raises
+    ------
+    MetadataError
+        The blocks would number more than ``max-blocks`` (the message names ``array``): counted
+        before dask lists them, which for a shape from damaged metadata would not end.
     """
     if chunks is None or chunks == "auto":
-        limit = parse_bytes(default_size)
+        block = _aligned_block(shape, stored, dtype.itemsize, parse_bytes(default_size))
     elif isinstance(chunks, str):
-        limit = parse_bytes(chunks)
+        block = _aligned_block(shape, stored, dtype.itemsize, parse_bytes(chunks))
     else:
+        _bound(_regular_block(chunks, shape), shape, array)
         return normalize_chunks(chunks, shape, dtype=dtype)
-    return _aligned_blocks(shape, stored, dtype.itemsize, limit)
+    _bound(block, shape, array)
+    return normalize_chunks(block, shape)
 
 
-def _aligned_blocks(
+def _aligned_block(
     shape: tuple[int, ...], stored: tuple[int, ...], itemsize: int, limit: int
-) -> tuple[tuple[int, ...], ...]:
+) -> tuple[int, ...]:
     # grow whole stored chunks from the last axis to the first, keeping each block contiguous-ish
     block = [min(c, s) if s else c for c, s in zip(stored, shape, strict=True)]
     for axis in reversed(range(len(shape))):
-        other = itemsize * int(np.prod([b for i, b in enumerate(block) if i != axis], dtype=np.int64))
+        other = itemsize * math.prod(b for i, b in enumerate(block) if i != axis)
         n = max(limit // max(other * stored[axis], 1), 1)
         block[axis] = min(n * stored[axis], max(shape[axis], 1))
         if n * stored[axis] < shape[axis]:
             break
-    return normalize_chunks(tuple(block), shape)
+    return tuple(block)
+
+
+def _regular_block(chunks: object, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The block shape of dask's regular forms (an int; a tuple or dict of ints, -1 or None), or None
+    for the others (explicit block sizes, which list themselves already)."""
+    per: list[object]
+    if isinstance(chunks, int) and not isinstance(chunks, bool):
+        per = [chunks] * len(shape)
+    elif isinstance(chunks, dict):
+        per = [chunks.get(i, chunks.get(i - len(shape), -1)) for i in range(len(shape))]
+    elif isinstance(chunks, tuple | list) and len(chunks) == len(shape):
+        per = list(chunks)
+    else:
+        return None
+    if not all(c is None or (isinstance(c, int) and not isinstance(c, bool)) for c in per):
+        return None
+    sizes = cast(list[int | None], per)
+    return tuple(s if c is None or c == -1 else c for c, s in zip(sizes, shape, strict=True))
+
+
+def _bound(block: tuple[int, ...] | None, shape: tuple[int, ...], array: str) -> None:
+    if block is None or any(b <= 0 for b in block):
+        return  # dask's own errors for what it refuses
+    count = math.prod(-(-s // b) for s, b in zip(shape, block, strict=True))
+    most = config.integer("max-blocks")
+    if count > most:
+        raise MetadataError(
+            f"{array}: shape {shape} in blocks of {block} makes {count} dask blocks, more than "
+            f"zarr_dask_gpu.max-blocks ({most}): pass larger chunks=, or raise the setting"
+        )
 
 
 def joins(out_sizes: np.ndarray, below: int | None, fewer: int | None = None) -> bool:

@@ -41,7 +41,9 @@ def _blocks(chunks: Any, dims: tuple[str, ...], array: Any, device: Device) -> A
     """xarray's ``chunks`` for one variable, in ``from_zarr_gpu``'s terms."""
     if isinstance(chunks, Mapping):
         info = open_array_info(array)
-        default = block_chunks(None, info.shape, info.grid, info.dtype, default_block_size(info, device))
+        default = block_chunks(
+            None, info.shape, info.grid, info.dtype, default_block_size(info, device), info.location
+        )
         out = []
         for d, size, axis_default in zip(dims, info.shape, default, strict=True):
             want = chunks.get(d)
