@@ -89,16 +89,27 @@ def lzma_at_most(data: bytes | memoryview, limit: int, config: Mapping[str, Any]
 AtMost = Callable[[bytes | memoryview, int, Mapping[str, Any] | None], bytes]
 
 
+def wrong_size(name: str, got: int, want: int) -> str | None:
+    """Why a stream that decoded to ``got`` bytes is not a chunk of ``want``, or None."""
+    return None if got == want else f"{name} stream decodes to {got} bytes, metadata says {want}"
+
+
 def _exactly(name: str, at_most: AtMost, data: bytes | memoryview, out: np.ndarray) -> str | None:
     raw = at_most(data, out.nbytes, None)
-    if len(raw) != out.nbytes:
-        return f"{name} stream decodes to {len(raw)} bytes, metadata says {out.nbytes}"
-    out[:] = np.frombuffer(raw, np.uint8)
-    return None
+    why = wrong_size(name, len(raw), out.nbytes)
+    if why is None:
+        out[:] = np.frombuffer(raw, np.uint8)
+    return why
 
 
 def gzip_into(data: bytes | memoryview, out: np.ndarray) -> str | None:
-    return _exactly("gzip", gzip_at_most, data, out)
+    # read straight into ``out``: the GPU path inflates every gzip chunk here
+    n = out.nbytes
+    with gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb") as f:
+        got = f.readinto(memoryview(out))
+        if got == n and f.read(1):  # read(1) also ends the last member: its CRC-32 and size
+            raise ValueError(f"gzip stream decodes to more than {n} bytes")
+    return wrong_size("gzip", got, n)
 
 
 def zlib_into(data: bytes | memoryview, out: np.ndarray) -> str | None:
@@ -110,10 +121,10 @@ def zstd_into(data: bytes | memoryview, out: np.ndarray) -> str | None:
     # decode refuses. The header check bounded every stated size by n; frames without one are
     # streamed as zarr-python streams them
     raw = Zstd().decode(data)
-    if len(raw) != out.nbytes:
-        return f"zstd chunk decodes to {len(raw)} bytes, metadata says {out.nbytes}"
-    out[:] = np.frombuffer(raw, np.uint8)
-    return None
+    why = wrong_size("zstd", len(raw), out.nbytes)
+    if why is None:
+        out[:] = np.frombuffer(raw, np.uint8)
+    return why
 
 
 def lz4_into(data: bytes | memoryview, out: np.ndarray) -> str | None:

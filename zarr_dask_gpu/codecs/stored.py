@@ -193,6 +193,7 @@ def open_stored(outer: Outer, data: memoryview) -> bytes | memoryview:
     if outer.crc32c and google_crc32c.value(bytes(payload)) != int.from_bytes(data[-4:], "little"):
         raise ValueError("crc32c checksum does not match")
     raw = guard.at_most(payload, outer.size, outer.config)
-    if outer.exact and len(raw) != outer.size:
-        raise ValueError(f"{outer.codec} stream decodes to {len(raw)} bytes, metadata says {outer.size}")
+    why = reference.wrong_size(str(outer.codec), len(raw), outer.size) if outer.exact else None
+    if why:
+        raise ValueError(why)
     return raw
