@@ -1,10 +1,12 @@
-"""The store contract: local files and fsspec URLs give the same paths, index reads and host reads."""
+"""The store contract: local files, fsspec URLs and a zarr store read through its own ``get`` give the
+same paths, index reads and host reads; the zarr store object chooses which."""
 
 import dataclasses
 import os
 import pickle
 
 import dask
+import fsspec
 import numpy as np
 import pytest
 import zarr
@@ -13,8 +15,9 @@ from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
 
 from zarr_dask_gpu.io import host_reader
 from zarr_dask_gpu.metadata import open_array_info
+from zarr_dask_gpu.resolve import key_store
 from zarr_dask_gpu.storage import locate, read_shard_index
-from zarr_dask_gpu.stores import FsspecStore, LocalStore, store_for
+from zarr_dask_gpu.stores import FsspecStore, KeyStore, LocalStore
 
 from .test_remote import http_root  # noqa: F401  # the HTTP server with Range support
 
@@ -45,24 +48,45 @@ def stores(tmp_path, http_root):  # noqa: F811
     root, url = http_root
     _arrays(root)
     local = open_array_info(root, "g/sharded")
-    over_file = dataclasses.replace(local, store=FsspecStore(f"file://{root}", {}))
+    by_keys = dataclasses.replace(local, store=key_store(zarr.storage.LocalStore(root, read_only=True)))
     over_http = open_array_info(url, "g/sharded")
-    return local, over_file, over_http
+    return local, by_keys, over_http
 
 
-def test_the_store_is_chosen_by_location(tmp_path):
-    assert store_for(str(tmp_path)) == LocalStore(str(tmp_path))
-    assert store_for("relative") == LocalStore(os.path.abspath("relative"))
-    assert store_for("http://host:1/a.zarr/", {"x": 1}) == FsspecStore("http://host:1/a.zarr", {"x": 1})
-    assert store_for("s3://bucket/a.zarr").storage_options == {}
+def test_the_store_is_chosen_by_the_zarr_store(tmp_path, http_root):  # noqa: F811
+    root, url = http_root
+    _arrays(root)
+    plain = f"{root}/g/plain"
+
+    def chosen(store, **kw):
+        return open_array_info(store, **kw).store
+
+    assert chosen(plain) == LocalStore(plain)
+    assert chosen(str(root), component="g/plain") == LocalStore(str(root))
+    assert chosen(f"file://{plain}") == LocalStore(plain)
+    assert chosen(fsspec.get_mapper(plain)) == LocalStore(plain)
+    assert chosen(zarr.storage.FsspecStore.from_url(f"file://{plain}")) == LocalStore(plain)
+    assert chosen(f"{url}/g/plain") == FsspecStore(f"{url}/g/plain", {})
+    assert chosen(zarr.storage.FsspecStore.from_url(url, read_only=True), component="g/plain") == FsspecStore(
+        url, {}
+    )
+    memory = zarr.storage.MemoryStore()
+    zarr.create_array(memory, shape=(4,), dtype="i2")
+    found = chosen(memory)
+    assert isinstance(found, KeyStore) and found.store._store_dict is memory._store_dict
+    assert found.home == os.getpid()
+    assert found.location("c/0") == f"MemoryStore({str(memory)!r})/c/0"
+    zipped = chosen(f"simplecache::file://{plain}")
+    assert isinstance(zipped, KeyStore) and zipped.home is None
 
 
 def test_paths_keys_and_locations(stores, tmp_path):
-    local, _, over_http = stores
+    local, by_keys, over_http = stores
     assert isinstance(local.store, LocalStore) and local.store.storage_options is None
     assert isinstance(over_http.store, FsspecStore) and over_http.store.storage_options == {}
     assert local.location == os.path.join(str(tmp_path), "g", "sharded")
     assert over_http.location == f"{over_http.store.root}/g/sharded"
+    assert by_keys.location == f"LocalStore('file://{tmp_path}')/g/sharded"
     assert local.store.path("") == str(tmp_path)
     for info in stores:
         assert info.chunk_path((5, 0)) == info.store.path("g/sharded/c/1/0")
@@ -80,7 +104,8 @@ def test_range_reads_give_the_same_bytes(stores):
         assert store.read_range(store.path(path), RangeByteRequest(0, size + 50)) == (size, raw)
         assert store.read_range(store.path(path), OffsetByteRequest(size - 5)) == (size, raw[-5:])
         assert store.read_range(store.path("g/sharded/c/2/0"), SuffixByteRequest(20)) is None  # no shard
-        assert store.size(store.path(path)) == size and store.size(store.path("g/sharded/c/2/0")) is None
+    http = stores[2].store
+    assert http.size(http.path(path)) == size and http.size(http.path("g/sharded/c/2/0")) is None
 
 
 def test_shard_indexes_and_host_reads_give_the_same_bytes(stores):
@@ -122,13 +147,13 @@ def test_unsharded_chunks_are_located_whole(tmp_path, http_root):  # noqa: F811
 
 
 def test_the_store_names_the_device_reader(stores):
-    local, over_file, over_http = stores
+    local, by_keys, over_http = stores
     assert local.store.device_reader(lambda: pytest.fail("asked kvikio for local files")) == "cufile"
     assert over_http.store.device_reader(lambda: True) == "kvikio"
-    assert over_http.store.device_reader(lambda: False) == "fsspec"
-    assert over_file.store.device_reader(lambda: True) == "fsspec"  # kvikio reads HTTP(S) and S3 only
+    assert over_http.store.device_reader(lambda: False) == "host"
+    assert by_keys.store.device_reader(lambda: True) == "host"  # the zarr store's own get
     with dask.config.set({"zarr_dask_gpu.remote-io": "fsspec"}):
-        assert over_http.store.device_reader(lambda: True) == "fsspec"
+        assert over_http.store.device_reader(lambda: True) == "host"
     with dask.config.set({"zarr_dask_gpu.remote-io": "kvikio"}):
         assert over_http.store.device_reader(lambda: True) == "kvikio"
         with pytest.raises(ValueError, match="lacks remote support"):
@@ -136,7 +161,9 @@ def test_the_store_names_the_device_reader(stores):
 
 
 def test_infos_pickle_small_with_stable_tokens(stores, tmp_path):
-    local, _, over_http = stores
+    local, by_keys, over_http = stores
+    again = pickle.loads(pickle.dumps(by_keys))  # the zarr store travels with it, as zarr pickles it
+    assert again.store.store == by_keys.store.store and again.token == by_keys.token
     for info in (local, over_http):
         if isinstance(info.store, FsspecStore):
             info.store.fs  # noqa: B018  # a filesystem made in this process is not carried

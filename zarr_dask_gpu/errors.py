@@ -47,6 +47,29 @@ class MissingChunkError(ChunkDecodeError):
     """A chunk is absent and the read was asked to be strict."""
 
 
+class StoreError(ZarrGpuError):
+    """A store, or a key in it, cannot be read as asked.
+
+    Parameters
+    ----------
+    store
+        The store as messages name it: its type and where it is.
+    key
+        The key that failed ("" when the store itself is refused).
+    reason
+        What is wrong, and what to do.
+    """
+
+    def __init__(self, store: str, key: str, reason: str) -> None:
+        self.store = store
+        self.key = key
+        self.reason = reason
+        super().__init__(f"{store}: key {key!r}: {reason}" if key else f"{store}: {reason}")
+
+    def __reduce__(self):  # keeps the fields across process boundaries (dask workers)
+        return type(self), (self.store, self.key, self.reason)
+
+
 class DeviceFaultError(ZarrGpuError):
     """A CUDA error during a task's device work: reading or decoding a batch of chunks.
 

@@ -14,6 +14,7 @@ from .device import Device, resolve_device
 from .errors import UnsupportedDtypeError, ZarrGpuWarning
 from .metadata import ArrayInfo, open_array_info
 from .plan import block_chunks
+from .resolve import refuse_stranded
 from .task import read_region, region_of, select
 
 _warned: set[str] = set()
@@ -74,8 +75,12 @@ def from_zarr_gpu(
     Parameters
     ----------
     store
-        Path of a local zarr array or group, its URL (``s3://``, ``http(s)://``: any fsspec
-        filesystem), or an open ``zarr.Array`` in a local store.
+        Anything ``zarr.open_array`` opens: a path (``str``, ``pathlib``, ``UPath``), an fsspec URL
+        (``s3://``, ``https://``, ``file://``, ``memory://``, ``reference://``, chained URLs such as
+        ``zip::`` or ``simplecache::``) with ``storage_options``, a zarr ``Store`` object (a
+        ``LocalStore``, ``FsspecStore``, ``ObjectStore`` over obstore, ``ZipStore``, ``MemoryStore``,
+        an Icechunk session's store, ...), a ``zarr.Group`` (with ``component``) or a ``zarr.Array``.
+        docs/stores.md says how each kind of store is read.
     component
         The array's path inside a group, as in ``dask.array.from_zarr``.
     chunks
@@ -91,8 +96,9 @@ def from_zarr_gpu(
     name
         The dask key prefix; default: a deterministic token of the array and its blocks.
     storage_options
-        For a URL: fsspec's options (credentials, ``endpoint_url`` for S3-compatible stores, ...);
-        the AWS environment variables apply as usual. Metadata is read once, here.
+        For a URL: fsspec's options (credentials, ``endpoint_url`` for S3-compatible stores, ``fo``
+        for ``reference://``, ...); the AWS environment variables apply as usual. Metadata is read
+        once, here.
 
     Returns
     -------
@@ -103,6 +109,10 @@ def from_zarr_gpu(
     ------
     MetadataError
         The metadata is missing or invalid, or ``component`` leaves the store.
+    StoreError
+        The store cannot be read as asked: zarr-python does not take it, or its data lives in this
+        process's memory (a ``MemoryStore``) while the current dask cluster's workers run in other
+        processes; the message names the store and what to use.
     TypeError
         An argument of the wrong type (``component=3``, ``strict="yes"``).
     DeviceUnavailableError
@@ -120,6 +130,7 @@ def from_zarr_gpu(
             raise UnsupportedDtypeError(f"{e}: it has no GPU form; read it with device='cpu'", e.array) from e
         # blocks of whole stored chunks by default: dask cannot size variable-length items
         return da.from_zarr(e.array, chunks=chunks or e.array.chunks, name=name or False)  # type: ignore[attr-defined]
+    refuse_stranded(info.store)
     if dev == "gpu" and info.dtype.kind in "mM":  # cupy has no datetime64: the int64 bits, as .view("i8")
         bits = np.asarray(info.fill_value).view(np.int64)[()]
         info = dataclasses.replace(info, dtype=np.dtype(np.int64), fill_value=int(bits))

@@ -1,5 +1,6 @@
 """Reading chunk files and byte ranges into one staging buffer: the reader protocol and the host
-reader (POSIX preads, or fsspec requests for remote stores); ``gpu/reader.py`` has the kvikio one.
+reader (POSIX preads of local files; the store's own requests for its other ranges); ``gpu/reader.py``
+has the kvikio one.
 
 Readers never decode. Each places read unit ``i`` at ``offsets[i]`` of one buffer; every read's first
 payload (after ``skip`` header bytes) starts on an ``align``-byte boundary, as nvCOMP requires.
@@ -8,7 +9,7 @@ payload (after ``skip`` header bytes) starts on an ``align``-byte boundary, as n
 import errno
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -16,8 +17,8 @@ import numpy as np
 
 from . import _preads
 from .metadata import ArrayInfo
-from .retry import as_oserror, retrying
-from .storage import Range, Read, coalesce, native_threads
+from .retry import retrying
+from .storage import Range, Read, Source, coalesce, native_threads
 
 
 @dataclass
@@ -71,10 +72,10 @@ class Layout:
     total: int
 
 
-def place(lengths: Sequence[int], skip: int, align: int) -> tuple[list[int], int]:
-    """Consecutive places for pieces of ``lengths`` bytes, each one's payload (after ``skip``) aligned;
-    and the total length."""
-    starts, cursor = [], 0
+def place(lengths: Sequence[int], skip: int, align: int, start: int = 0) -> tuple[list[int], int]:
+    """Consecutive places from ``start`` for pieces of ``lengths`` bytes, each one's payload (after
+    ``skip``) aligned; and the total length."""
+    starts, cursor = [], start
     for n in lengths:
         cursor += (-(cursor + skip)) % align
         starts.append(cursor)
@@ -94,54 +95,49 @@ def layout(ranges: Sequence[Range | None], skip: int, align: int) -> Layout:
     return Layout(reads, starts, offsets, sizes, total)
 
 
-class HostReader:
-    """Parallel POSIX preads into one numpy buffer; with an fsspec filesystem, its concurrent range
-    requests (``cat_ranges``) instead."""
+class Fetcher(Protocol):
+    """Whoever reads a store's ranges that are not local files (``Store.fetch``)."""
 
-    def __init__(self, fs: Any = None) -> None:
-        self.fs = fs
+    def fetch(self, ranges: Sequence[Range]) -> list[bytes | None]:
+        """Each range's bytes; None where a whole object (size -1) does not exist."""
+        ...
+
+
+class HostReader:
+    """Parallel POSIX preads of local files into one host buffer; the store's other ranges (remote
+    objects, keys of a zarr store) fetched by the store and placed after them.
+
+    ``empty`` makes the buffer: numpy's by default, pinned memory where it goes on to a device.
+    """
+
+    def __init__(
+        self, store: Fetcher | None = None, empty: Callable[[int], np.ndarray] | None = None
+    ) -> None:
+        self.store = store
+        self.empty = empty or _host_empty
 
     def read(self, ranges: Sequence[Range | None], skip: int = 0, align: int = 1) -> Staged:
-        if self.fs is not None:
-            return self._read_remote(ranges, skip, align)
-        plan = layout(ranges, skip, align)
-        buf = np.empty(plan.total, dtype=np.uint8)
+        others = [i for i, r in enumerate(ranges) if r is not None and r.source is not Source.FILE]
+        if not others:  # local files alone: the hot path
+            plan = layout(ranges, skip, align)
+            buf = self.empty(plan.total)
+            pread_all(buf, plan)
+            return Staged(buf, plan.offsets, plan.sizes)
+        assert self.store is not None, "ranges other than files need their store"
+        blobs = self.store.fetch([ranges[i] for i in others])  # type: ignore[misc]
+        plan = layout([r if r is not None and r.source is Source.FILE else None for r in ranges], skip, align)
+        got = [(i, b) for i, b in zip(others, blobs, strict=True) if b is not None]
+        starts, total = place([len(b) for _, b in got], skip, align, plan.total)
+        buf = self.empty(total)
         pread_all(buf, plan)
+        for (i, blob), start in zip(got, starts, strict=True):
+            buf[start : start + len(blob)] = np.frombuffer(blob, dtype=np.uint8)
+            plan.offsets[i], plan.sizes[i] = start, len(blob)
         return Staged(buf, plan.offsets, plan.sizes)
 
-    def _read_remote(self, ranges: Sequence[Range | None], skip: int, align: int) -> Staged:
-        fs = self.fs
-        blobs: list[bytes | None] = [None] * len(ranges)
-        whole = [i for i, r in enumerate(ranges) if r is not None and r.size < 0]
-        if whole:  # objects of unknown size (unsharded chunks): a missing one is a missing chunk
-            paths = [ranges[i].path for i in whole]  # type: ignore[union-attr]
-            got = retrying(paths[0], as_oserror(lambda: _raise_failed(fs.cat(paths, on_error="return"))))
-            got = {fs._strip_protocol(k): v for k, v in got.items()}  # s3fs drops the protocol, http keeps it
-            for i, p in zip(whole, paths, strict=True):
-                data = got[fs._strip_protocol(p)]
-                blobs[i] = None if isinstance(data, FileNotFoundError) else data
-        reads = coalesce([r if r is not None and r.size >= 0 else None for r in ranges])
-        if reads:
-            where = [rd.path for rd in reads]
-            starts, ends = [rd.offset for rd in reads], [rd.offset + rd.size for rd in reads]
-            got = retrying(
-                where[0],
-                as_oserror(lambda: _raise_failed(fs.cat_ranges(where, starts, ends, on_error="return"))),
-            )
-            for rd, data in zip(reads, got, strict=True):
-                if not isinstance(data, FileNotFoundError) and len(data) > rd.size:
-                    raise OSError(
-                        errno.EIO,
-                        f"{rd.path}: the server sent {len(data)} bytes for a {rd.size}-byte range: it "
-                        "ignores byte-range (HTTP Range) requests, which shards and partial reads need",
-                    )
-                if isinstance(data, FileNotFoundError) or len(data) != rd.size:
-                    raise OSError(
-                        errno.EIO, f"short read of {rd.path}: {len(data)} of {rd.size} bytes at {rd.offset}"
-                    )
-                for unit, at in rd.members:
-                    blobs[unit] = data[at : at + ranges[unit].size]  # type: ignore[union-attr]
-        return staged_from(blobs, skip, align)
+
+def _host_empty(n: int) -> np.ndarray:
+    return np.empty(n, dtype=np.uint8)
 
 
 read_files = _preads.read  # a module attribute, so that fault-injection tests can wrap it
@@ -190,29 +186,6 @@ def _pread_file(rd: Read, view: memoryview) -> None:
         os.close(fd)
 
 
-def host_reader(info: ArrayInfo) -> ChunkReader:
-    """The host reader for ``info``'s store (``Store.host_reader``): POSIX preads, or fsspec range
-    requests for a URL."""
-    return info.store.host_reader()
-
-
-def _raise_failed(results: Any) -> Any:
-    """fsspec's ``on_error="return"`` results, raising the first error other than a missing object."""
-    values = results.values() if isinstance(results, dict) else results
-    for v in values:
-        if isinstance(v, BaseException) and not isinstance(v, FileNotFoundError):
-            raise v
-    return results
-
-
-def staged_from(blobs: Sequence[bytes | None], skip: int, align: int) -> Staged:
-    """Bytes already in host memory, placed in one staging buffer as a reader would place them."""
-    offsets = np.full(len(blobs), -1, dtype=np.int64)
-    sizes = np.array([len(b) if b is not None else 0 for b in blobs], dtype=np.int64)
-    present = [i for i, b in enumerate(blobs) if b is not None]
-    starts, total = place([len(blobs[i]) for i in present], skip, align)  # type: ignore[arg-type]
-    buf = np.empty(total, dtype=np.uint8)
-    for i, start in zip(present, starts, strict=True):
-        offsets[i] = start
-        buf[start : start + sizes[i]] = np.frombuffer(blobs[i], dtype=np.uint8)  # type: ignore[arg-type]
-    return Staged(buf, offsets, sizes)
+def host_reader(info: ArrayInfo, empty: Callable[[int], np.ndarray] | None = None) -> HostReader:
+    """The host reader of ``info``'s store into buffers made by ``empty`` (numpy's by default)."""
+    return HostReader(info.store, empty)

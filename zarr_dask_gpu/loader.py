@@ -9,7 +9,6 @@ once the last batch that needs it has been handed out.
 """
 
 import math
-import os
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,6 +21,7 @@ import zarr
 from .device import Device, resolve_device
 from .errors import ChunkDecodeError
 from .metadata import ArrayInfo, open_array_info
+from .resolve import open_group, open_node
 from .samples import EpochPlan, batch_count, chunk_groups, plan_epoch, sample_origins
 from .task import get_backend, read_regions
 
@@ -90,9 +90,10 @@ def _decoded_values(var: Any) -> str | None:
 
 
 def open_variables(arrays: Any, names: Sequence[str] | None = None) -> list[Variable]:
-    """The variables to read: ``arrays`` is a mapping of names to a zarr array (path, URL or
-    ``zarr.Array``) or to ``(array, dims)``; a zarr group's path with the ``names`` of its arrays
-    (all when None); or an xarray Dataset of ``zarr_dask_gpu.open_dataset`` (its dims by name).
+    """The variables to read: ``arrays`` is a mapping of names to a zarr array (anything
+    ``zarr.open_array`` opens, or a ``zarr.Array``) or to ``(array, dims)``; a zarr group (anything
+    ``zarr.open_group`` opens: a path, URL, store object or ``zarr.Group``) with the ``names`` of its
+    arrays (all when None); or an xarray Dataset of ``zarr_dask_gpu.open_dataset`` (dims by name).
 
     Raises
     ------
@@ -102,14 +103,7 @@ def open_variables(arrays: Any, names: Sequence[str] | None = None) -> list[Vari
     items: list[tuple[str, Any, tuple[str, ...] | None]] = []
     if hasattr(arrays, "data_vars"):
         items = [(n, a, d) for n, a, d in _from_dataset(arrays, names)]
-    elif isinstance(arrays, str | os.PathLike):
-        group = zarr.open_group(os.fspath(arrays), mode="r")
-        members = {k: v for k, v in group.arrays()}
-        for name in names if names is not None else sorted(members):
-            if name not in members:
-                raise ValueError(f"no array {name!r} in {os.fspath(arrays)}: {sorted(members)}")
-            items.append((name, members[name], None))
-    elif isinstance(arrays, Mapping):
+    elif isinstance(arrays, Mapping) and not isinstance(arrays, zarr.Group):
         unknown = set(names or ()) - set(map(str, arrays))
         if unknown:
             raise ValueError(f"variables {sorted(unknown)} are not in arrays: {sorted(map(str, arrays))}")
@@ -118,14 +112,19 @@ def open_variables(arrays: Any, names: Sequence[str] | None = None) -> list[Vari
                 continue
             array, dims = spec if isinstance(spec, tuple) else (spec, None)
             items.append((str(name), array, tuple(dims) if dims is not None else None))
-    else:
-        raise TypeError(f"arrays must be a mapping, a group path or a Dataset, not {type(arrays).__name__}")
+    else:  # a group: anything zarr-python opens
+        group = open_group(arrays)
+        members = {k: v for k, v in group.arrays()}
+        for name in names if names is not None else sorted(members):
+            if name not in members:
+                raise ValueError(f"no array {name!r} in {arrays}: {sorted(members)}")
+            items.append((name, members[name], None))
     if not items:
         raise ValueError("no variables to read")
     out = []
     for name, array, dims in items:
         if not isinstance(array, zarr.Array):
-            array = zarr.open_array(os.fspath(array), mode="r")
+            array = open_node(array)
         dims = dims if dims is not None else _stored_dims(array)
         if dims is None:
             raise ValueError(f"variable {name!r} records no dimension names: give (array, dims)")

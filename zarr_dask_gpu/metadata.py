@@ -7,12 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import zarr
-import zarr.storage
 from dask.base import tokenize
 from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
 
 from .codecs.chain import ChainPlan, ShardLayout, classify, shard_layout
-from .errors import MetadataError, UnsupportedDtypeError
+from .errors import MetadataError, StoreError, UnsupportedDtypeError
 
 if TYPE_CHECKING:
     from .stores import Store
@@ -57,7 +56,7 @@ class ArrayInfo:
     @functools.cached_property
     def location(self) -> str:
         """The array's folder, as error messages name it."""
-        return self.store.path(self.path)
+        return self.store.location(self.path)
 
     @property
     def zarr_format(self) -> int:
@@ -102,85 +101,32 @@ class ArrayInfo:
         return self.store.path(f"{self.path}/{key}" if self.path else key)
 
 
-def _safe_component(component: str) -> str:
-    parts = component.replace("\\", "/").split("/")
-    if component.startswith(("/", "\\")) or ".." in parts:
-        raise MetadataError(f"component {component!r} leaves the store root")
-    return "/".join(p for p in parts if p not in ("", "."))
-
-
-def _why_no_array(store: "Store", path: str) -> tuple[bool, str] | None:
-    """Where no array opens, what is there instead, for the message: whether ``path`` is a group, and
-    its arrays or the root group's; None when there is no group at either."""
-    for where in dict.fromkeys([path, ""]):  # the component itself, then the root
-        try:
-            group = store.open_group(where)
-            arrays = sorted(
-                f"{where}/{name}" if where else name
-                for name, member in group.members(max_depth=None)
-                if isinstance(member, zarr.Array)
-            )
-        except Exception:  # no group there either
-            continue
-        shown = ", ".join(repr(a) for a in arrays[:20])
-        shown += f" and {len(arrays) - 20} more" if len(arrays) > 20 else ""
-        if where == path:
-            if not arrays:
-                return True, "it is a zarr group that holds no arrays"
-            return True, f"it is a zarr group: pass component= (--component), one of its arrays: {shown}"
-        return False, f"the store's root group holds {'the arrays ' + shown if arrays else 'no arrays'}"
-    return None
-
-
 def open_array_info(
     store: Any, component: str | None = None, storage_options: dict[str, Any] | None = None
 ) -> ArrayInfo:
-    """Open the zarr array at ``store`` (a local path, a URL read through fsspec with
-    ``storage_options``, or a ``zarr.Array`` in a local store) and describe it.
+    """Open the zarr array at ``store`` and describe it: anything zarr-python opens (a path, a
+    ``pathlib``/``UPath`` object, an fsspec URL with ``storage_options``, a zarr ``Store``, a
+    ``zarr.Group`` with ``component``, a ``zarr.Array``), opened by zarr-python (``resolve``).
 
     Raises
     ------
     MetadataError
         The metadata is missing, unreadable or invalid, or ``component`` leaves the store.
+    StoreError
+        zarr-python does not take ``store``, or the package cannot find the array's metadata where
+        it would read its chunks.
     """
-    from .stores import LocalStore, store_for  # stores imports storage and io, which import this module
+    from .resolve import byte_store, open_node  # resolve imports stores and storage, which import this module
 
-    if isinstance(store, zarr.Array):
-        if component is not None:
-            raise ValueError("component cannot be given with an open zarr.Array")
-        if isinstance(store.store, zarr.storage.FsspecStore):  # a URL: read through the same filesystem
-            fs = store.store.fs
-            # zarr's filesystem is asynchronous, on zarr's loop; ours is a plain one with the same options
-            options = {k: v for k, v in fs.storage_options.items() if k not in ("asynchronous", "loop")}
-            where, path, arr = store_for(fs.unstrip_protocol(store.store.path), options), store.path, store
-        elif isinstance(store.store, zarr.storage.LocalStore):
-            where, path, arr = LocalStore(str(store.store.root)), store.path, store
-        else:
-            raise TypeError(f"arrays in a {type(store.store).__name__} are not supported: pass a path or URL")
-    elif isinstance(store, str | os.PathLike):
-        if component is not None and not isinstance(component, str):
-            raise TypeError(
-                f"component must be a str (a path inside the group), not {type(component).__name__}"
-            )
-        where = store_for(os.fspath(store), storage_options)
-        path = _safe_component(component or "")
-        try:
-            arr = where.open_array(path)
-        except Exception as e:  # zarr raises many types; we give one, naming the path
-            found = _why_no_array(where, path)
-            if found and found[0]:  # a group: what it holds is the whole answer
-                raise MetadataError(f"no zarr array at {where.path(path)}: {found[1]}") from e
-            hint = f"; {found[1]}" if found else ""
-            raise MetadataError(
-                f"cannot open a zarr array at {where.path(path)}: {type(e).__name__}: {e}{hint}"
-            ) from e
-    else:
-        raise TypeError(f"store must be a local path or a zarr.Array, not {type(store).__name__}")
-
+    arr = open_node(store, component, storage_options)
+    where, path = byte_store(arr), arr.path
+    _check_addressed(where, path, arr)
     meta = arr.metadata
     dtype = np.dtype(arr.dtype)
     if dtype.kind not in "biufcmM":
-        raise UnsupportedDtypeError(f"{where.path(path)}: dtype {dtype} is neither numeric nor a time", arr)
+        raise UnsupportedDtypeError(
+            f"{where.location(path)}: dtype {dtype} is neither numeric nor a time", arr
+        )
     fill = arr.fill_value if arr.fill_value is not None else 0
     # datetime64 and timedelta64 keep a numpy scalar (NaT has no Python value)
     fill_value = (
@@ -192,7 +138,7 @@ def open_array_info(
         chain = classify(meta)
     except Exception as e:  # zarr and the layout raise many types; we give one, naming the path
         raise MetadataError(
-            f"cannot read the zarr array at {where.path(path)}: {type(e).__name__}: {e}"
+            f"cannot read the zarr array at {where.location(path)}: {type(e).__name__}: {e}"
         ) from e
     return ArrayInfo(
         store=where,
@@ -205,3 +151,21 @@ def open_array_info(
         chain=chain,
         shard=layout,
     )
+
+
+def _check_addressed(where: "Store", path: str, arr: zarr.Array) -> None:
+    """Where this package reads a store's files itself, the array's metadata document is where it
+    would look: a chunk it cannot find is then absent, never misaddressed."""
+    from .stores import LocalStore
+
+    if not isinstance(where, LocalStore):
+        return
+    name = "zarr.json" if arr.metadata.zarr_format == 3 else ".zarray"
+    doc = where.path(f"{path}/{name}" if path else name)
+    if not os.path.isfile(doc):
+        raise StoreError(
+            where.root,
+            name,
+            f"zarr-python opened the array {path!r}, but its metadata is not at {doc}, where this "
+            "package would read its chunks",
+        )

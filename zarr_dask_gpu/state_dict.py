@@ -24,6 +24,7 @@ from . import config
 from .errors import ZarrGpuError
 from .extras import require
 from .metadata import open_array_info
+from .resolve import open_group
 from .task import read_regions, region_of, select
 from .tensors import as_tensor
 
@@ -143,7 +144,7 @@ def load_state_dict(
     ChunkDecodeError
         A chunk is damaged; the message names the tensor's array and the key.
     """
-    root = zarr.open_group(os.fspath(path), mode="r")
+    root = open_group(path)
     meta = root.attrs.get("zarr_dask_gpu", {})
     if not isinstance(meta, dict) or meta.get("kind") != _KIND:
         raise StateDictMismatchError(f"{path} is not a state dict written by save_state_dict")

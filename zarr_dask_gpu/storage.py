@@ -6,6 +6,7 @@ turned into one range per inner chunk. Ranges are then merged into few large rea
 
 from collections import defaultdict
 from collections.abc import Sequence
+from enum import IntEnum
 from typing import NamedTuple
 
 import google_crc32c
@@ -19,12 +20,22 @@ from .metadata import ArrayInfo
 _EMPTY = np.uint64(2**64 - 1)
 
 
+class Source(IntEnum):
+    """Who reads a range's bytes: what its ``path`` names."""
+
+    FILE = 0  # a local file: native preads, kvikio CuFile on the GPU
+    URL = 1  # a remote object: the store's fsspec filesystem, or kvikio.RemoteFile on the GPU
+    KEY = 2  # a key of the store's zarr ``Store``: its async ``get`` (``Store.fetch``)
+
+
 class Range(NamedTuple):  # a tuple: built per chunk on the hot path, where a frozen dataclass costs 3x
-    """``size`` bytes at ``offset`` in the file ``path``."""
+    """``size`` bytes at ``offset`` of ``path``: a local file, a URL or a store key, as ``source``
+    says. A size of -1 is the whole object, its size unknown until read."""
 
     path: str
     offset: int
     size: int
+    source: Source = Source.FILE
 
 
 def locate(info: ArrayInfo, coords: Sequence[tuple[int, ...]]) -> list[Range | None]:
@@ -50,7 +61,7 @@ def locate(info: ArrayInfo, coords: Sequence[tuple[int, ...]]) -> list[Range | N
             inner = tuple(x % n for x, n in zip(coords[i], per, strict=True))
             off, size = (int(v) for v in entries[inner])
             if off != int(_EMPTY):
-                out[i] = Range(path, off, size)
+                out[i] = info.store.part(path, off, size)
     return out
 
 

@@ -1,15 +1,21 @@
-"""Where an array's bytes live: local files or fsspec URLs, as one small contract.
+"""Where an array's bytes live, as one small contract: local files, remote objects, or the keys of a
+zarr-python store that only its ``get`` can read.
 
 A ``Store`` answers everything that depends on the kind of storage: how a key becomes a path, how
-a zarr array or group there is opened, how unsharded chunks are located, how a byte range (a shard's
-index) is read, which host reader reads chunk ranges and which device reader the GPU backend uses.
-Code elsewhere asks the store and never branches on its kind. The contract follows zarr-python's
-``Store.get_partial_values`` with its ``ByteRequest`` types, reduced to what a read task needs.
+unsharded chunks are located, how a byte range (a shard's index) is read, how a part of an object is
+addressed, how ranges that are not local files are fetched, and which device reader the GPU backend
+uses. Code elsewhere asks the store and never branches on its kind. The contract follows
+zarr-python's ``Store.get_partial_values`` with its ``ByteRequest`` types, reduced to what a read task
+needs. Which ``Store`` reads a zarr-python store is decided by that store object (``resolve``).
 
-Stores are small frozen dataclasses: ``ArrayInfo`` holds one and every task carries it, so an
-fsspec filesystem is never pickled but found again in each process (one per set of options).
+``ArrayInfo`` holds one store and every task carries it: a local or remote store is a few strings (an
+fsspec filesystem is found again in each process, one per set of options); a ``KeyStore`` carries
+the zarr-python store itself, as zarr pickles it.
 """
 
+import asyncio
+import contextlib
+import errno
 import os
 import threading
 from abc import ABC, abstractmethod
@@ -20,32 +26,28 @@ from typing import Any, Literal
 import fsspec
 import numpy as np
 import zarr
-import zarr.storage
 from dask.base import tokenize
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.sync import sync
 
 from . import _preads, config
+from .errors import StoreError
 from .extras import require
-from .io import ChunkReader, HostReader
 from .retry import as_oserror, retrying, transient
-from .storage import Range, native_threads
+from .storage import Range, Source, coalesce, native_threads
 
-DeviceReader = Literal["cufile", "kvikio", "fsspec"]
-
-
-def is_url(path: str) -> bool:
-    """A remote location (``s3://``, ``http(s)://``, ...) rather than a local path."""
-    return "://" in path and not path.startswith("file://")
-
+DeviceReader = Literal["cufile", "kvikio", "host"]
 
 # URL schemes and the fsspec implementation each needs
 _FILESYSTEMS = {"s3": "s3fs", "s3a": "s3fs", "http": "aiohttp", "https": "aiohttp"}
 
 
-def _require_filesystem(url: str) -> None:
+def require_filesystem(url: str) -> None:
+    """``ImportError`` naming the extra to install where ``url``'s scheme needs a package that is not
+    installed."""
     scheme = url.split("://", 1)[0].lower()
-    require("fsspec", f"reading {scheme}:// URLs")
-    if scheme in _FILESYSTEMS:
+    if "://" in url and scheme in _FILESYSTEMS:
         require(_FILESYSTEMS[scheme], f"reading {scheme}:// URLs")
 
 
@@ -54,14 +56,14 @@ _KVIKIO_SCHEMES = ("http://", "https://", "s3://")
 
 
 class Store(ABC):
-    """The storage holding a zarr hierarchy: local files, or objects read through fsspec.
+    """The storage holding a zarr hierarchy, as a read task reaches its bytes.
 
     Attributes
     ----------
     root
-        Absolute path of the root folder, or its URL (``s3://``, ``http(s)://``).
+        Absolute path of the root folder, its URL, or the zarr store's name (``KeyStore``).
     storage_options
-        The fsspec options of a URL, None for local files.
+        The fsspec options of a URL, None otherwise.
     """
 
     root: str
@@ -69,45 +71,49 @@ class Store(ABC):
 
     @abstractmethod
     def path(self, key: str) -> str:
-        """The file or URL of ``key`` (``/``-separated, relative to the root; "" is the root)."""
+        """The file, URL or store key of ``key`` (``/``-separated, relative to the root; "" is the
+        root), as ``whole``, ``read_range`` and ``part`` take it."""
 
-    @abstractmethod
-    def open_array(self, path: str) -> zarr.Array:
-        """zarr-python's array at ``path`` inside the store, read-only."""
-
-    @abstractmethod
-    def open_group(self, path: str) -> zarr.Group:
-        """zarr-python's group at ``path`` inside the store, read-only."""
+    def location(self, key: str) -> str:
+        """How messages name ``key``: its file or URL, or the store and the key."""
+        return self.path(key)
 
     @abstractmethod
     def whole(self, paths: Sequence[str]) -> list[Range | None]:
-        """Each object of ``paths`` (unsharded chunks) as a range of the whole object; None where it
-        is known to be missing. A size of -1 means unknown: the reader finds it, and whether the
+        """Each object of ``paths`` (unsharded chunks) as a range of the whole object; None where the
+        store says it is absent. A size of -1 means unknown: the reader finds it, and whether the
         object exists, by reading it."""
-
-    @abstractmethod
-    def size(self, path: str) -> int | None:
-        """The size of the object at ``path``, None when it does not exist. Transient errors are
-        retried (``retry.retrying``)."""
 
     @abstractmethod
     def read_range(self, path: str, request: ByteRequest) -> tuple[int, bytes] | None:
         """The size of the object at ``path`` and the bytes ``request`` asks of it (a
         ``RangeByteRequest``, ``OffsetByteRequest`` or ``SuffixByteRequest``, clipped to the object);
-        None when it does not exist. Transient errors are retried (``retry.retrying``).
+        None when the store says it is absent. Transient errors are retried (``retry.retrying``).
 
         A server that ignores range requests may answer more bytes than asked: the caller checks.
         """
 
     @abstractmethod
-    def host_reader(self) -> ChunkReader:
-        """The reader of chunk ranges into host memory."""
+    def part(self, path: str, offset: int, size: int) -> Range:
+        """``size`` bytes at ``offset`` of the object at ``path`` (an inner chunk of a shard)."""
+
+    @property
+    def fetcher(self) -> "Store | None":
+        """The store whose ``fetch`` reads this store's ranges that are not local files; None where
+        every range is a local file. Blocks of stores with the same fetcher are read in one batch."""
+        return self
+
+    def fetch(self, ranges: Sequence[Range]) -> list[bytes | None]:
+        """The bytes of ranges that are not local files (``Source.URL``, ``Source.KEY``); None where a
+        whole object (size -1) is absent. A ranged read that comes back short raises."""
+        raise StoreError(self.location(""), "", "this store's chunks are local files, read by preads")
 
     @abstractmethod
     def device_reader(self, remote_file_available: Callable[[], bool]) -> DeviceReader:
         """Which reader the GPU backend reads this store's ranges with: "cufile" (kvikio CuFile
-        preads of local files, batched across blocks), "kvikio" (kvikio.RemoteFile range reads into
-        device memory) or "fsspec" (the host reader, then one copy to the device).
+        preads of local files, batched across blocks; a block whose ranges are not all files goes
+        the host's way), "kvikio" (kvikio.RemoteFile range reads into device memory) or "host"
+        (the host reader into pinned memory, then one copy to the device).
 
         ``remote_file_available`` tells whether this kvikio has remote-file support; it is only
         asked where the answer matters (the GPU module owns the kvikio import).
@@ -125,6 +131,28 @@ def _bounds(request: ByteRequest, size: int) -> tuple[int, int]:
     raise TypeError(f"not a byte request: {request!r}")
 
 
+def read_file_range(
+    path: str, request: ByteRequest, base: int = 0, length: int | None = None
+) -> tuple[int, bytes]:
+    """``request`` of the object at ``[base, base + length)`` of the local file ``path`` (the whole
+    file when ``length`` is None): the object's size and the bytes; FileNotFoundError where the file
+    is absent, a short read where the file ends before the object does."""
+
+    def read() -> tuple[int, bytes]:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size - base if length is None else length
+            start, end = _bounds(request, size)
+            want = max(end - start, 0)
+            data = os.pread(f.fileno(), want, base + start)
+            if len(data) != want:
+                raise OSError(
+                    errno.EIO, f"short read of {path}: {len(data)} of {want} bytes at {base + start}"
+                )
+            return size, data
+
+    return retrying(path, read)
+
+
 @dataclass(frozen=True)
 class LocalStore(Store):
     """Files under a local folder: native batches of preads and stats, kvikio CuFile on the GPU."""
@@ -138,12 +166,6 @@ class LocalStore(Store):
         sep = "" if self.root.endswith(os.sep) else os.sep
         return f"{self.root}{sep}{key.replace('/', os.sep)}"
 
-    def open_array(self, path: str) -> zarr.Array:
-        return zarr.open_array(zarr.storage.LocalStore(self.root, read_only=True), path=path, mode="r")
-
-    def open_group(self, path: str) -> zarr.Group:
-        return zarr.open_group(zarr.storage.LocalStore(self.root, read_only=True), path=path, mode="r")
-
     def whole(self, paths: Sequence[str]) -> list[Range | None]:
         """Each file whole, None where it does not exist: sized in one native batch without the GIL
         (a stat each from Python cost 8 us a file of dataset B's 4096)."""
@@ -156,26 +178,18 @@ class LocalStore(Store):
             raise OSError(int(errors[k]), os.strerror(int(errors[k])), paths[k])
         return [Range(p, 0, n) if n >= 0 else None for p, n in zip(paths, sizes.tolist(), strict=True)]
 
-    def size(self, path: str) -> int | None:
-        try:
-            return retrying(path, lambda: os.stat(path).st_size)
-        except FileNotFoundError:
-            return None
+    @property
+    def fetcher(self) -> None:
+        return None
 
     def read_range(self, path: str, request: ByteRequest) -> tuple[int, bytes] | None:
-        def read() -> tuple[int, bytes]:
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                start, end = _bounds(request, size)
-                return size, os.pread(f.fileno(), max(end - start, 0), start)
-
         try:
-            return retrying(path, read)
+            return read_file_range(path, request)
         except FileNotFoundError:
             return None
 
-    def host_reader(self) -> HostReader:
-        return HostReader(None)
+    def part(self, path: str, offset: int, size: int) -> Range:
+        return Range(path, offset, size)
 
     def device_reader(self, remote_file_available: Callable[[], bool]) -> DeviceReader:
         return "cufile"
@@ -187,11 +201,14 @@ _fs_lock = threading.Lock()
 
 @dataclass(frozen=True)
 class FsspecStore(Store):
-    """Objects under a URL (``s3://``, ``http(s)://``, ...) read through fsspec with
-    ``storage_options``; on the GPU by kvikio.RemoteFile where ``remote-io`` allows it."""
+    """Objects under a URL (``s3://``, ``http(s)://``) read through fsspec with ``storage_options``;
+    on the GPU by kvikio.RemoteFile where ``remote-io`` allows it."""
 
     root: str
     storage_options: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        require_filesystem(self.root)
 
     @property
     def fs(self) -> Any:
@@ -205,24 +222,13 @@ class FsspecStore(Store):
     def path(self, key: str) -> str:
         return f"{self.root}/{key}" if key else self.root
 
-    def open_array(self, path: str) -> zarr.Array:
-        # a busy server's 503 on zarr.json is retried, as chunk reads are
-        opts = self.storage_options or {}
-        return retrying(
-            self.root,
-            as_oserror(
-                lambda: zarr.open_array(self.root, path=path, mode="r", storage_options=opts), transient
-            ),
-        )
-
-    def open_group(self, path: str) -> zarr.Group:
-        return zarr.open_group(self.root, path=path, mode="r", storage_options=self.storage_options or {})
-
     def whole(self, paths: Sequence[str]) -> list[Range | None]:
         """Each object of unknown size (-1): whether it exists is found by reading it."""
-        return [Range(p, 0, -1) for p in paths]
+        return [Range(p, 0, -1, Source.URL) for p in paths]
 
     def size(self, path: str) -> int | None:
+        """The size of the object at ``path``, None when it does not exist. Transient errors are
+        retried (``retry.retrying``)."""
         try:
             return retrying(path, as_oserror(lambda: int(self.fs.size(path))))
         except FileNotFoundError:
@@ -240,15 +246,51 @@ class FsspecStore(Store):
         except FileNotFoundError:
             return None
 
-    def host_reader(self) -> HostReader:
-        return HostReader(self.fs)
+    def part(self, path: str, offset: int, size: int) -> Range:
+        return Range(path, offset, size, Source.URL)
+
+    def fetch(self, ranges: Sequence[Range]) -> list[bytes | None]:
+        """Whole objects by one ``cat`` (a missing one is a missing chunk), ranges merged by
+        ``coalesce`` and read by one ``cat_ranges``, both with fsspec's concurrency."""
+        fs = self.fs
+        blobs: list[bytes | None] = [None] * len(ranges)
+        whole = [i for i, r in enumerate(ranges) if r.size < 0]
+        if whole:
+            paths = [ranges[i].path for i in whole]
+            got = retrying(paths[0], as_oserror(lambda: _raise_failed(fs.cat(paths, on_error="return"))))
+            got = {fs._strip_protocol(k): v for k, v in got.items()}  # s3fs drops the protocol, http keeps it
+            for i, p in zip(whole, paths, strict=True):
+                data = got[fs._strip_protocol(p)]
+                blobs[i] = None if isinstance(data, FileNotFoundError) else data
+        reads = coalesce([r if r.size >= 0 else None for r in ranges])
+        if reads:
+            where = [rd.path for rd in reads]
+            starts, ends = [rd.offset for rd in reads], [rd.offset + rd.size for rd in reads]
+            got = retrying(
+                where[0],
+                as_oserror(lambda: _raise_failed(fs.cat_ranges(where, starts, ends, on_error="return"))),
+            )
+            for rd, data in zip(reads, got, strict=True):
+                if not isinstance(data, FileNotFoundError) and len(data) > rd.size:
+                    raise OSError(
+                        errno.EIO,
+                        f"{rd.path}: the server sent {len(data)} bytes for a {rd.size}-byte range: it "
+                        "ignores byte-range (HTTP Range) requests, which shards and partial reads need",
+                    )
+                if isinstance(data, FileNotFoundError) or len(data) != rd.size:
+                    raise OSError(
+                        errno.EIO, f"short read of {rd.path}: {len(data)} of {rd.size} bytes at {rd.offset}"
+                    )
+                for unit, at in rd.members:
+                    blobs[unit] = data[at : at + ranges[unit].size]
+        return blobs
 
     def device_reader(self, remote_file_available: Callable[[], bool]) -> DeviceReader:
         """``zarr_dask_gpu.remote-io``: "auto" is kvikio when this kvikio has remote support and the URL
         is HTTP(S) or S3; "kvikio" always (an error where it cannot); "fsspec" never."""
         mode = config.choice("remote-io")  # its choices are its row in config.SETTINGS
         if mode == "fsspec":
-            return "fsspec"
+            return "host"
         fits = self.root.startswith(_KVIKIO_SCHEMES)
         if mode == "kvikio":
             available = remote_file_available()
@@ -258,13 +300,242 @@ class FsspecStore(Store):
                     f"and this kvikio {'has' if available else 'lacks'} remote support"
                 )
             return "kvikio"
-        return "kvikio" if fits and remote_file_available() else "fsspec"
+        return "kvikio" if fits and remote_file_available() else "host"
 
 
-def store_for(location: str, storage_options: dict[str, Any] | None = None) -> Store:
-    """The store at a local path or a URL: a URL is read through fsspec (whose filesystem for its
-    scheme must be installed), anything else is a local folder."""
-    if is_url(location):
-        _require_filesystem(location)
-        return FsspecStore(location.rstrip("/"), dict(storage_options or {}))
-    return LocalStore(os.path.abspath(location))
+def _raise_failed(results: Any) -> Any:
+    """fsspec's ``on_error="return"`` results, raising the first error other than a missing object."""
+    values = results.values() if isinstance(results, dict) else results
+    for v in values:
+        if isinstance(v, BaseException) and not isinstance(v, FileNotFoundError):
+            raise v
+    return results
+
+
+_serial = threading.Lock()  # the reads of stores that must not overlap, one at a time
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """A key whose ``get`` raised, kept so that the first failure is reported with its key."""
+
+    key: str
+    error: Exception
+
+
+@dataclass(frozen=True, eq=False)
+class KeyStore(Store):
+    """Any zarr-python store, read through its own async ``get`` (whole chunks, and shard indexes with
+    the object's ``getsize``) and ``get_partial_values`` (inner chunks of shards), many requests in
+    flight on zarr's event loop (``async.concurrency`` of zarr's config at a time). A chunk is absent
+    exactly when the store's ``get`` returns nothing, as zarr-python reads it.
+
+    Attributes
+    ----------
+    store
+        The zarr-python store. It travels with the tasks as zarr pickles it.
+    root
+        How messages name the store: its type and ``str``.
+    home
+        For a store whose data lives in its process's memory (``resolve.process_bound``): the
+        process id where it was opened; a task elsewhere refuses it rather than read a copy or an
+        empty store.
+    serial
+        Its reads must not overlap (``resolve.serial``: fsspec's archive filesystems read one shared
+        file, and concurrent reads garble each other): one request at a time in the process.
+    """
+
+    store: Any
+    root: str = ""
+    home: int | None = None
+    serial: bool = False
+
+    def path(self, key: str) -> str:
+        return key
+
+    def location(self, key: str) -> str:
+        return f"{self.root}/{key}" if key else self.root
+
+    def check_home(self, elsewhere: bool = False) -> None:
+        """Raises ``StoreError`` in a process other than the one whose memory holds the store (or, with
+        ``elsewhere``, for any such store: its reads are bound for other processes)."""
+        if self.home is not None and (elsewhere or self.home != os.getpid()):
+            raise StoreError(
+                self.root,
+                "",
+                f"its data lives in the memory of process {self.home} and cannot be read by dask "
+                "workers in other processes: read it with dask's threaded scheduler or a cluster of "
+                "threads (LocalCluster(processes=False)), or write it to a store on disk or in object "
+                "storage",
+            )
+
+    def whole(self, paths: Sequence[str]) -> list[Range | None]:
+        return [Range(p, 0, -1, Source.KEY) for p in paths]
+
+    def read_range(self, path: str, request: ByteRequest) -> tuple[int, bytes] | None:
+        self.check_home()
+
+        async def both() -> tuple[Any, Any]:
+            proto = default_buffer_prototype()
+            try:
+                got = await self.store.get(path, proto, byte_range=request)
+                size = None if got is None else await self.store.getsize(path)
+            except FileNotFoundError:  # gone between the two requests
+                return None, None
+            except Exception as e:  # a store whose ranged reads or getsize fail: the whole object
+                if transient(e):
+                    raise
+                whole = await self.store.get(path, proto)
+                if whole is None:
+                    return None, None
+                start, end = _bounds(request, len(whole))
+                return whole[start:end], len(whole)
+            return got, size
+
+        got, size = self._run(path, both)
+        return None if got is None else (int(size), got.to_bytes())
+
+    def part(self, path: str, offset: int, size: int) -> Range:
+        return Range(path, offset, size, Source.KEY)
+
+    def fetch(self, ranges: Sequence[Range]) -> list[bytes | None]:
+        self.check_home()
+        whole = [i for i, r in enumerate(ranges) if r.size < 0]
+        parts = [i for i, r in enumerate(ranges) if r.size >= 0]
+        limit = 1 if self.serial else max(int(zarr.config.get("async.concurrency") or 1), 1)
+        requests = [
+            (ranges[i].path, RangeByteRequest(ranges[i].offset, ranges[i].offset + ranges[i].size))
+            for i in parts
+        ]
+
+        async def everything() -> list[Any]:
+            proto = default_buffer_prototype()
+            gate = asyncio.Semaphore(limit)
+
+            async def one(key: str, request: ByteRequest | None = None) -> Any:
+                async with gate:
+                    try:
+                        return await self.store.get(key, proto, byte_range=request)
+                    except Exception as e:  # kept with its key; the first is raised below
+                        return _Failed(key, e)
+
+            async def ranged() -> list[Any]:
+                if not requests or self.serial:  # one at a time: one request after another
+                    return list(await asyncio.gather(*(one(k, r) for k, r in requests)))
+                try:
+                    return list(await self.store.get_partial_values(proto, requests))
+                except Exception as e:
+                    return [_Failed(requests[0][0], e)] * len(requests)
+
+            got = await asyncio.gather(ranged(), *(one(ranges[i].path) for i in whole))
+            return [*got[0], *got[1:]]
+
+        got = self._run(ranges[0].path if ranges else "", everything)
+        out: list[bytes | None] = [None] * len(ranges)
+        for i, buf in zip([*parts, *whole], got, strict=True):
+            r = ranges[i]
+            if buf is None and r.size >= 0:
+                raise StoreError(
+                    self.root, r.path, f"the object vanished: no bytes at [{r.offset}, {r.offset + r.size})"
+                )
+            data = None if buf is None else buf.to_bytes()
+            if data is not None and r.size >= 0 and len(data) != r.size:
+                raise StoreError(
+                    self.root, r.path, f"short read: {len(data)} of {r.size} bytes at {r.offset}"
+                )
+            out[i] = data
+        return out
+
+    def _run(self, what: str, make: Callable[[], Any]) -> Any:
+        """``make()``'s coroutine run on zarr's event loop; a transient failure retried, any other
+        raised as ``StoreError`` naming the store and the key (a missing object stays
+        FileNotFoundError)."""
+
+        def attempt() -> Any:
+            with _serial if self.serial else contextlib.nullcontext():
+                got = sync(make())
+            for item in got if isinstance(got, list) else ():
+                if isinstance(item, _Failed):
+                    raise _as_error(self.root, item.key, item.error)
+            return got
+
+        def classified() -> Any:
+            try:
+                return attempt()
+            except (OSError, StoreError):
+                raise
+            except Exception as e:
+                raise _as_error(self.root, what, e) from e
+
+        return retrying(self.root, classified)
+
+    def device_reader(self, remote_file_available: Callable[[], bool]) -> DeviceReader:
+        return "host"
+
+
+def _as_error(store: str, key: str, error: Exception) -> Exception:
+    """A store's failure as this package raises it: OSError for what a retry may cure (and a missing
+    object), ``StoreError`` naming the store and the key for anything else."""
+    if isinstance(error, FileNotFoundError) or transient(error):
+        return error if isinstance(error, OSError) else OSError(errno.EIO, f"{type(error).__name__}: {error}")
+    return StoreError(store, key, f"the store's read failed: {type(error).__name__}: {error}")
+
+
+class LocatedStore(Store):
+    """A zarr store that can say where each key's bytes lie (kerchunk references, Icechunk's chunk
+    manifests): a range of a local file, read directly; else the key, read through the store's
+    ``get``. Whether a key exists is the store's answer, never whether a file is found.
+
+    Attributes
+    ----------
+    keys
+        The zarr store, for the keys it does not place in local files.
+    """
+
+    keys: KeyStore
+
+    @property
+    def root(self) -> str:  # type: ignore[override]
+        return self.keys.root
+
+    @abstractmethod
+    def locate(self, keys: Sequence[str]) -> list[Range | None]:
+        """Each key's bytes: a ``Source.FILE`` range, a ``Source.KEY`` range of the whole key, or None
+        where the store holds no such key."""
+
+    def path(self, key: str) -> str:
+        return key
+
+    def location(self, key: str) -> str:
+        return self.keys.location(key)
+
+    def whole(self, paths: Sequence[str]) -> list[Range | None]:
+        return self.locate(paths)
+
+    def read_range(self, path: str, request: ByteRequest) -> tuple[int, bytes] | None:
+        (where,) = self.locate([path])
+        if where is None:
+            return None
+        if where.source is Source.FILE:
+            return read_file_range(where.path, request, where.offset, where.size)
+        return self.keys.read_range(path, request)
+
+    def part(self, path: str, offset: int, size: int) -> Range:
+        (where,) = self.locate([path])
+        if where is not None and where.source is Source.FILE:
+            if offset + size > where.size:
+                raise StoreError(
+                    self.root, path, f"[{offset}, {offset + size}) lies past its {where.size} bytes"
+                )
+            return Range(where.path, where.offset + offset, size)
+        return Range(path, offset, size, Source.KEY)
+
+    @property
+    def fetcher(self) -> KeyStore:
+        return self.keys
+
+    def fetch(self, ranges: Sequence[Range]) -> list[bytes | None]:
+        return self.keys.fetch(ranges)
+
+    def device_reader(self, remote_file_available: Callable[[], bool]) -> DeviceReader:
+        return "cufile"

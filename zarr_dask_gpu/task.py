@@ -10,7 +10,7 @@ from dask.array.slicing import normalize_index
 from . import containment
 from .backends import Backend, CpuBackend
 from .device import Device
-from .errors import BlockMemoryError, MissingChunkError
+from .errors import BlockMemoryError, MissingChunkError, StoreError
 from .gpu import phases
 from .metadata import ArrayInfo
 from .plan import block_pieces
@@ -44,6 +44,14 @@ def read_regions(
     compression on the GPU)."""
     try:
         return _read_regions(boxes, device, strict)
+    except FileNotFoundError as e:  # the store listed the chunk: its bytes are not where it says
+        where = ", ".join(sorted({info.location for info, _, _ in boxes}))
+        raise StoreError(
+            where,
+            "",
+            f"a chunk the store lists is not in {e.filename!r}: the store changed while it was read, or "
+            "its references name a file that is not there",
+        ) from e
     except MemoryError as e:  # cupy's OutOfMemoryError too; a dask task must not hang on it
         where = "; ".join(f"[{a}, {b}) of {info.location}" for info, a, b in boxes)
         raise BlockMemoryError(

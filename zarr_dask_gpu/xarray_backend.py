@@ -9,7 +9,6 @@ imports on machines without cupy, kvikio or nvCOMP.
 """
 
 import functools
-import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
@@ -19,8 +18,10 @@ import zarr
 from dask.array.core import normalize_chunks
 from dask.base import is_dask_collection
 from xarray.backends import BackendEntrypoint
+from xarray.backends.common import _normalize_path
 from xarray.backends.zarr import ZarrStore
 from xarray.core import indexing
+from xarray.core.treenode import NodePath
 from xarray.core.utils import Default, either_dict_or_kwargs
 from xarray.namedarray.daskmanager import DaskManager
 
@@ -60,7 +61,7 @@ def _coordinate_names(variables: Mapping[str, xr.Variable]) -> set[str]:
 
 
 def open_dataset(
-    store: str | os.PathLike,
+    store: Any,
     *,
     group: str | None = None,
     chunks: Any = {},  # noqa: B006 (xarray's convention: {} means the engine's preferred blocks)
@@ -76,14 +77,19 @@ def open_dataset(
     decode_cf: bool = True,
     strict: bool | None = None,
     storage_options: dict[str, Any] | None = None,
+    zarr_format: int | None = None,
+    use_zarr_fill_value_as_mask: bool | None = None,
+    cache_members: bool = True,
 ) -> xr.Dataset:
     """Open a zarr group as an xarray Dataset whose data variables are read on the GPU.
 
     Parameters
     ----------
     store
-        Path or URL (``s3://``, ``http(s)://``) of a zarr group (v2 or v3); consolidated metadata is
-        used when present. ``storage_options`` go to fsspec for a URL.
+        What ``xr.open_dataset(engine="zarr")`` opens: a path or fsspec URL (with
+        ``storage_options``), a ``pathlib``/``UPath`` object, a zarr ``Store`` object (an Icechunk
+        session's store, an obstore ``ObjectStore``, ...) or a ``zarr.Group``; consolidated metadata
+        is used when present.
     group
         A group inside the store.
     chunks
@@ -94,24 +100,64 @@ def open_dataset(
     device
         "gpu", "cpu" or "auto", as in ``from_zarr_gpu``.
     decode_cf, mask_and_scale, decode_times, decode_timedelta, use_cftime, concat_characters,
-    decode_coords, drop_variables
-        As in ``xarray.open_dataset``.
+    decode_coords, drop_variables, consolidated, zarr_format, use_zarr_fill_value_as_mask,
+    cache_members
+        As in ``xarray.open_dataset(engine="zarr")``.
     strict
         Raise for missing chunks instead of reading the fill value.
     """
+    zstore = ZarrStore.open_group(
+        _normalize_path(store),
+        mode="r",
+        group=group,
+        consolidated=consolidated,
+        consolidate_on_close=False,
+        storage_options=storage_options,
+        zarr_format=zarr_format,
+        use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
+        cache_members=cache_members,
+    )
+    return _dataset(
+        zstore,
+        chunks=chunks,
+        device=device,
+        drop_variables=drop_variables,
+        decoders=dict(
+            mask_and_scale=mask_and_scale,
+            decode_times=decode_times,
+            decode_timedelta=decode_timedelta,
+            use_cftime=use_cftime,
+            concat_characters=concat_characters,
+            decode_coords=decode_coords,
+        ),
+        decode_cf=decode_cf,
+        strict=strict,
+    )
+
+
+def _dataset(
+    zstore: ZarrStore,
+    *,
+    chunks: Any,
+    device: str,
+    drop_variables: str | Iterable[str] | None,
+    decoders: dict[str, Any],
+    decode_cf: bool,
+    strict: bool | None,
+) -> xr.Dataset:
+    """The Dataset of one group xarray's ``ZarrStore`` opened: its data variables this package's."""
     dev = resolve_device(device)
     if isinstance(drop_variables, str):
         drop_variables = [drop_variables]
     drop = set(drop_variables or ())
-    zstore = ZarrStore.open_group(
-        os.fspath(store), mode="r", group=group, consolidated=consolidated, storage_options=storage_options
-    )
     variables = {k: v for k, v in zstore.get_variables().items() if k not in drop}
+    members = zstore.members  # the arrays get_variables read, not read again
     coords = _coordinate_names(variables)
     out: dict[str, xr.Variable] = {}
     sources: dict[str, Callable[[Any], Any]] = {}  # each device variable's read, for other blocks
     for name, var in variables.items():
-        array = zstore.zarr_group[name]
+        array = members[name]
+        assert isinstance(array, zarr.Array), "get_variables gives arrays"
         encoding = dict(var.encoding)
         numeric = np.dtype(var.dtype).kind in "biufc"
         if not numeric or name in var.dims or (name in coords and array.nbytes <= HOST_COORD_BYTES):
@@ -134,16 +180,7 @@ def open_dataset(
     attrs = zstore.get_attrs()
     coord_names: set[Any] = set()
     if decode_cf:
-        decoded, attrs, coord_names = xr.conventions.decode_cf_variables(
-            out,
-            attrs,
-            concat_characters=concat_characters,
-            mask_and_scale=mask_and_scale,
-            decode_times=decode_times,
-            decode_coords=decode_coords,
-            use_cftime=use_cftime,
-            decode_timedelta=decode_timedelta,
-        )
+        decoded, attrs, coord_names = xr.conventions.decode_cf_variables(out, attrs, **decoders)
         out = {str(k): v for k, v in decoded.items()}
     out = {k: _device_variable(v, sources.get(k)) for k, v in out.items()}  # _data: still lazy
     ds = xr.Dataset(out, attrs=attrs).set_coords([c for c in coord_names if c in out])
@@ -276,18 +313,52 @@ class DeviceVariable(xr.Variable):
         return xr.Variable(self.dims, xarray_cf.rebuild(self._decoded, base), self._attrs, self._encoding)
 
 
-def open_groups_as_dict(store: str | os.PathLike, **kwargs: Any) -> dict[str, xr.Dataset]:
-    """Every group of a zarr hierarchy as a Dataset, keyed by its path ("/" for the root).
+def open_groups_as_dict(
+    store: Any,
+    *,
+    group: str | None = None,
+    consolidated: bool | None = None,
+    storage_options: dict[str, Any] | None = None,
+    zarr_format: int | None = None,
+    **kwargs: Any,
+) -> dict[str, xr.Dataset]:
+    """Every group of a zarr hierarchy (under ``group``, when given) as a Dataset, keyed by its path
+    relative to that group ("/" for it), as ``xr.open_groups(engine="zarr")`` gives them.
 
     ``kwargs`` are those of ``open_dataset``.
     """
-    root = zarr.open_group(os.fspath(store), mode="r")
-    paths = ["", *sorted(name for name, node in root.members(max_depth=None) if isinstance(node, zarr.Group))]
-    return {"/" + p: open_dataset(store, group=p or None, **kwargs) for p in paths}
+    parent = str(NodePath("/") / NodePath(group)) if group else "/"
+    stores = ZarrStore.open_store(
+        _normalize_path(store),
+        group=parent,
+        mode="r",
+        consolidated=consolidated,
+        consolidate_on_close=False,
+        storage_options=storage_options,
+        zarr_format=zarr_format,
+    )
+    chunks = kwargs.pop("chunks", {})
+    device = kwargs.pop("device", "auto")
+    drop = kwargs.pop("drop_variables", None)
+    decode_cf = kwargs.pop("decode_cf", True)
+    strict = kwargs.pop("strict", None)
+    out = {}
+    for path, zstore in stores.items():
+        name = str(NodePath(path).relative_to(parent)) if group else str(NodePath(path))
+        out["/" if name == "." else name] = _dataset(
+            zstore,
+            chunks=chunks,
+            device=device,
+            drop_variables=drop,
+            decoders=kwargs,
+            decode_cf=decode_cf,
+            strict=strict,
+        )
+    return out
 
 
-def open_datatree(store: str | os.PathLike, **kwargs: Any) -> xr.DataTree:
-    """A zarr hierarchy as an xarray DataTree; ``kwargs`` are those of ``open_dataset``."""
+def open_datatree(store: Any, **kwargs: Any) -> xr.DataTree:
+    """A zarr hierarchy as an xarray DataTree; ``kwargs`` are those of ``open_groups_as_dict``."""
     return xr.DataTree.from_dict(open_groups_as_dict(store, **kwargs))
 
 
@@ -316,6 +387,9 @@ class ZarrGpuBackendEntrypoint(BackendEntrypoint):
         "blocks",
         "strict",
         "storage_options",
+        "zarr_format",
+        "use_zarr_fill_value_as_mask",
+        "cache_members",
     )
 
     def open_dataset(  # type: ignore[override]

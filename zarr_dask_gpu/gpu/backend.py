@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 
 import cupy as cp
+import cupyx
 import numpy as np
 
 from .. import config
@@ -17,11 +18,11 @@ from ..codecs import compressions
 from ..io import Staged, host_reader
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece, decode_calls
-from ..storage import locate
+from ..storage import Range, Source, locate
 from . import blosc, decompress, faults, host_decode, joined, phases, remote, setup, validate
 from .batch import ALIGN, Batch
 from .gather import aligned
-from .reader import KvikioReader
+from .reader import KvikioReader, upload
 from .slots import read_slot
 from .streams import task_stream
 
@@ -73,7 +74,8 @@ class GpuBackend:
     ) -> list[tuple[cp.ndarray, list[bool]]]:
         results: list[tuple[cp.ndarray, list[bool]] | None] = [None] * len(blocks)
         staged: dict[int, Staged] = {}
-        local: dict[int, list[int]] = {}  # by header bytes to skip: local blocks read in one batch
+        # by header bytes to skip and the store fetching what is not in local files: one batch each
+        local: dict[tuple[int, int], list[int]] = {}
         for k, (info, pieces, make_out) in enumerate(blocks):
             chain = info.chain.gpu
             if chain is None:  # a chain the GPU cannot decode: zarr-python on the host, then copied
@@ -83,11 +85,11 @@ class GpuBackend:
             skip = compressions.get(chain.compression).skip
             reader = remote.device_reader(info)  # the store's choice: local files are batched
             if reader == "cufile":
-                local.setdefault(skip, []).append(k)
+                local.setdefault((skip, id(info.store.fetcher)), []).append(k)
             else:
                 staged[k] = self._read_remote(info, pieces, skip, reader)
         made: dict[int, cp.ndarray] = {}  # local blocks, made while their reads are in flight
-        for skip, ks in local.items():
+        for (skip, _), ks in local.items():
 
             def make(ks: list[int] = ks) -> None:
                 made.update((k, blocks[k][2]()) for k in ks)
@@ -120,12 +122,17 @@ class GpuBackend:
     ) -> list[Staged]:
         """Local blocks' chunks in one batch of preads, ``meanwhile`` called once they are under way;
         located inside the read slot, so that this IO, too, runs in at most ``read-slots`` tasks at
-        once (B's stats: docs/performance.md)."""
+        once (B's stats: docs/performance.md). Where a store places some of them elsewhere than in
+        local files (Icechunk's inline chunks, say), the batch goes the host's way."""
         with read_slot():
             ranges = [_locate(info, pieces) for info, pieces, _ in blocks]
             flat = [r for rs in ranges for r in rs]
             with phases.record("read", chunks=len(flat)):
-                staged = self._reader.read(flat, skip=skip, align=ALIGN, meanwhile=meanwhile)
+                if all(r is None or r.source is Source.FILE for r in flat):
+                    staged = self._reader.read(flat, skip=skip, align=ALIGN, meanwhile=meanwhile)
+                else:
+                    meanwhile()
+                    staged = _by_host(blocks[0][0], flat, skip)
         getattr(_held, "buffers", []).append(staged.buffer)
         out, at = [], 0
         for rs in ranges:
@@ -135,15 +142,14 @@ class GpuBackend:
         return out
 
     def _read_remote(self, info: ArrayInfo, pieces: Sequence[ChunkPiece], skip: int, reader: str) -> Staged:
-        """A block of a store read by kvikio.RemoteFile ("kvikio"), or by its host reader and then
-        copied to the device ("fsspec"), as the store's ``device_reader`` named."""
+        """A block of a store read by kvikio.RemoteFile ("kvikio"), or by its host reader into pinned
+        memory and then copied to the device ("host"), as the store's ``device_reader`` named."""
         with read_slot():
             ranges = _locate(info, pieces)
             with phases.record("read", chunks=len(ranges)):
                 if reader == "kvikio":
                     return remote.KvikioRemoteReader(info).read(ranges, skip=skip, align=ALIGN)
-                host = host_reader(info).read(ranges, skip=skip, align=ALIGN)  # fsspec
-        return Staged(cp.asarray(host.buffer), host.offsets, host.sizes)
+                return _by_host(info, ranges, skip)
 
     def _decode_blosc(self, b: Batch, row: compressions.Compression) -> None:
         """A block's blosc frames by this package's kernels, their inner streams by their row's
@@ -267,6 +273,17 @@ class GpuBackend:
             ready=ready,
         )
         return joined.decode(compression, batch)
+
+
+def _by_host(info: ArrayInfo, ranges: Sequence[Range | None], skip: int) -> Staged:
+    """Ranges read by the store's host reader into pinned memory, then copied to the device in one
+    copy: the stores whose chunks are not all local files (their ``get``, fsspec requests)."""
+    host = host_reader(info, empty=_pinned).read(ranges, skip=skip, align=ALIGN)
+    return Staged(upload(host.buffer), host.offsets, host.sizes)
+
+
+def _pinned(n: int) -> np.ndarray:
+    return cupyx.empty_pinned(max(n, 1), dtype=np.uint8)
 
 
 def _on_host(info: ArrayInfo, pieces: Sequence[ChunkPiece], out: cp.ndarray) -> list[bool]:

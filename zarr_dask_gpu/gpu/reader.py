@@ -51,7 +51,7 @@ class KvikioReader:
         else:
             _read_all(plan.reads, plan.starts, buf, meanwhile)
         if isinstance(buf, np.ndarray):
-            buf = mapped(buf) if on_host else _to_device(buf)
+            buf = mapped(buf) if on_host else upload(buf)
         return Staged(buf, plan.offsets, plan.sizes)
 
 
@@ -141,7 +141,7 @@ def _check(got: int, rd: Read) -> None:
         raise OSError(errno.EIO, f"short read of {rd.path}: {got} of {rd.size} bytes at {rd.offset}")
 
 
-def _to_device(host: np.ndarray) -> cp.ndarray:
+def upload(host: np.ndarray) -> cp.ndarray:
     """Small reads land in pinned host memory and go to the device in one copy: a CuFile per file
     (an open, a pool task and a future; in compat mode a bounce-buffer copy and sync per read) cost
     more than dataset B's 80 KB reads themselves (docs/performance.md)."""

@@ -11,6 +11,7 @@ from ..io import Staged, layout
 from ..metadata import ArrayInfo
 from ..retry import as_oserror, retrying
 from ..storage import Range
+from ..stores import FsspecStore
 from .reader import collect, in_flight
 
 _SIZE_THREADS = 32  # concurrent size requests for objects of unknown size (network latency bound)
@@ -18,7 +19,7 @@ _SIZE_THREADS = 32  # concurrent size requests for objects of unknown size (netw
 
 def device_reader(info: ArrayInfo) -> str:
     """The device reader ``info``'s store names (``Store.device_reader``, after
-    ``zarr_dask_gpu.remote-io``): "cufile" (local files), "kvikio" (kvikio.RemoteFile) or "fsspec"."""
+    ``zarr_dask_gpu.remote-io``): "cufile" (local files), "kvikio" (kvikio.RemoteFile) or "host"."""
     return info.store.device_reader(kvikio.is_remote_file_available)
 
 
@@ -50,6 +51,7 @@ class KvikioRemoteReader:
         if not whole:
             return out
         store = self._info.store
+        assert isinstance(store, FsspecStore), "kvikio reads the remote objects of an fsspec store"
 
         def size(i: int) -> int | None:
             return store.size(ranges[i].path)  # type: ignore[union-attr]
