@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from zarr_dask_gpu import config
-from zarr_dask_gpu.bench import ceilings, datasets, rows
+from zarr_dask_gpu.bench import ceilings, datasets, rows, stores
 from zarr_dask_gpu.bench import run as bench_run
 from zarr_dask_gpu.codecs import compressions
 
@@ -60,6 +60,13 @@ A_ROWS = [
     "ceiling: nvCOMP batched zstd decode, 512 chunks in one call, on device",
     "this package's zstd kernels: batched zstd decode, 512 chunks in one call, on device",
     "ceiling: pinned host-to-device copy",
+    "A in an Icechunk repository on local disk (native chunks): from_zarr_gpu().persist(), 16 threads",
+    "A in an obstore LocalStore: from_zarr_gpu().persist(), 16 threads",
+    "A in a zarr MemoryStore (the store's own get): from_zarr_gpu().persist(), 16 threads",
+    "V (netCDF4, zlib+shuffle) through kerchunk references: from_zarr_gpu().persist(), 16 threads",
+    "V (netCDF4, zlib+shuffle) through an Icechunk repository of virtual chunks: from_zarr_gpu().persist(), "
+    "16 threads",
+    "V through kerchunk references: xr.open_dataset(engine='zarr') values + cupy.asarray",
     "cold: ceiling: kvikio pread (compressed bytes)",
     "cold: from_zarr_gpu().persist(), in-process, 16 threads",
     "cold: from_zarr_gpu().persist(), 16 threads, read-slots=0",
@@ -110,7 +117,8 @@ def test_the_row_table_is_well_formed():
     kinds = set(bench_run.MEASURES) | set(rows.COLD_KINDS)
     assert kinds == set(rows.KINDS)
     for row in rows.ROWS:
-        assert row.dataset in datasets.DATASETS or row.dataset == rows.EACH, row
+        assert row.dataset in datasets.DATASETS or row.dataset in (rows.EACH, rows.VIRTUAL_DATASET), row
+        assert row.store is None or row.store in (*stores.STORES, *stores.VIEWS), row
         assert row.kind in rows.KINDS, row
         assert row.skip is None or row.skip in rows.SKIP_KEYS, row
         assert row.threads == "T" or row.threads.removesuffix("T").isdigit(), row
@@ -186,6 +194,11 @@ def test_the_gpu_run_records_every_row_under_its_name(monkeypatch, capsys):
         *DERIVED[1:3],
         "fraction_of_nvcomp_ceiling, B",
         "fraction_of_nvcomp_ceiling, D",
+        "fraction_of_path, icechunk",
+        "fraction_of_path, obstore",
+        "fraction_of_path, memory",
+        "speedup_vs_xarray_zarr, V, kerchunk references",
+        "speedup_vs_xarray_zarr, V, an Icechunk repository of virtual chunks",
         DERIVED[3],
     ]
     assert list(run.results) == want
@@ -372,3 +385,23 @@ def test_a_traced_pass_gives_its_first_reads_and_when_its_first_call_started():
     assert [round(r, -1) for r in reads] == [10, 20, 0, 0]  # the first four, in the order they started
     assert first_call >= 60 and ms + 1 >= first_call  # whole ms
     assert timing.traced_pass(lambda: None)[1:] == ([], -1)  # no GPU phases: a CPU pass
+
+
+def test_the_bench_stores_hold_the_dataset_s_bytes(tmp_path):
+    """Dataset A's bytes in each store of the store rows, and dataset V's VirtualiZarr views, read
+    as their sources read them (a small A and V here)."""
+    from zarr_dask_gpu import from_zarr_gpu
+    from zarr_dask_gpu.sample import write_sample
+
+    path = str(tmp_path / "a.zarr")
+    a = write_sample(path, 12 << 20, 2 << 20)
+    for kind in stores.STORES:
+        got = from_zarr_gpu(stores.opened(kind, path), device="cpu").compute()
+        np.testing.assert_array_equal(got, a[...], err_msg=kind)
+    assert stores.opened("icechunk", path).session.read_only  # reused: the tagged snapshot
+    v = stores.virtual(str(tmp_path / "v.nc"), 16 << 20)
+    want = v.values(v.shape[0])
+    for kind in stores.VIEWS:
+        store, options = v.opened(kind)
+        got = from_zarr_gpu(store, "t2m", storage_options=options, device="cpu").compute()
+        np.testing.assert_array_equal(got, want, err_msg=kind)

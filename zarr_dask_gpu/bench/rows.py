@@ -37,10 +37,23 @@ KINDS = (
     "ceiling-h2d",
     "cold",
     "cold-ceiling",
+    "virtual",
+    "virtual-peer",
 )
 RELEASE_KEY = "pool_release_ms"  # a JSON key's prefix: "pool_release_ms, <row>"
 COLD_KINDS = ("cold", "cold-ceiling")  # interleaved, the page cache dropped before every pass
-SKIP_KEYS = ("cluster", "zarr-gpu", "dask", "tensorstore", "gds", "cold", "checksum", "variants")
+SKIP_KEYS = (
+    "cluster",
+    "zarr-gpu",
+    "dask",
+    "tensorstore",
+    "gds",
+    "cold",
+    "checksum",
+    "variants",
+    "stores",
+    "virtual",
+)
 # what a row of EACH may need of a dataset (``Row.needs``): zstd to decode; files that are each one zstd
 # frame; files that are each one blosc frame, of zstd streams or of any
 NEEDS: Mapping[str, Callable[[Dataset], bool]] = MappingProxyType(
@@ -69,6 +82,7 @@ class Row:
     repeat: int | None = None  # passes timed (median); None: --repeat (--cold-repeat for cold rows)
     needs: str | None = None  # of EACH: only datasets that have it (a key of NEEDS)
     may_fail: bool = False  # a peer that cannot read the dataset is a result (printed), not a crash
+    store: str | None = None  # the dataset's bytes opened through this store (bench/stores.py), not a path
 
     def thread_count(self, threads: int) -> int:
         if self.threads.endswith("T"):
@@ -106,6 +120,19 @@ KERNELS_CEILING = "this package's zstd kernels: batched zstd decode, {chunks} ch
 # nvCOMP's batched decode of every compressed inner stream of every blosc frame (the shuffle not undone)
 BLOSC_CEILING = "ceiling: nvCOMP, every inner blosc stream in one call, on device"
 COLD_DEFAULT = "cold: from_zarr_gpu().persist(), in-process, {threads} threads"
+# dataset A's bytes in other stores (bench/stores.py): each row's title, and its ratio to the path's
+STORE_TITLES = MappingProxyType(
+    {
+        "icechunk": "an Icechunk repository on local disk (native chunks)",
+        "obstore": "an obstore LocalStore",
+        "memory": "a zarr MemoryStore (the store's own get)",
+    }
+)
+STORE_ROW = "A in {store}: from_zarr_gpu().persist(), {{threads}} threads"
+# dataset V (bench/stores.py): a netCDF4 file of zlib+shuffle chunks, viewed as zarr by VirtualiZarr
+VIRTUAL_DATASET = "V"  # not a zarr dataset of datasets.py: a netCDF4 file (bench/stores.py)
+VIRTUAL = "V (netCDF4, zlib+shuffle) through {view}: from_zarr_gpu().persist(), {{threads}} threads"
+VIRTUAL_PEER = "V through kerchunk references: xr.open_dataset(engine='zarr') values + cupy.asarray"
 COLD_CEILING = "cold: ceiling: kvikio pread (compressed bytes)"
 
 
@@ -173,6 +200,16 @@ ROWS: tuple[Row, ...] = (
     Row(NVCOMP_CEILING, "ceiling-decode", _s(zstd_decoder="nvcomp")),
     Row(KERNELS_CEILING, "ceiling-decode", _s(zstd_decoder="blocks")),
     Row("ceiling: pinned host-to-device copy", "ceiling-h2d"),
+    # the same bytes through the stores users keep them in, and a netCDF4 file viewed as zarr
+    *(Row(STORE_ROW.format(store=STORE_TITLES[k]), store=k, skip="stores") for k in STORE_TITLES),
+    *(
+        Row(VIRTUAL.format(view=view), "virtual", store=kind, dataset=VIRTUAL_DATASET, skip="virtual")
+        for kind, view in (
+            ("kerchunk", "kerchunk references"),
+            ("icechunk", "an Icechunk repository of virtual chunks"),
+        )
+    ),
+    Row(VIRTUAL_PEER, "virtual-peer", dataset=VIRTUAL_DATASET, skip="virtual", repeat=1),
     # cold: the page cache dropped for the dataset's files before each pass, untimed
     Row(COLD_CEILING, "cold-ceiling", skip="cold"),
     Row(COLD_DEFAULT, "cold", skip="cold"),

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import ceilings, datasets, rows
+from . import ceilings, datasets, rows, stores
 from .rows import Row
 from .timing import (
     drop_cache,
@@ -172,6 +172,46 @@ class GpuRun:
         self.results: dict[str, float] = {}
         self.staging = other_staging()
         self._datasets: dict[str, Prepared] = {}
+        self._stores: dict[str, Any] = {}
+        self._virtual: stores.Virtual | None = None
+
+    def store(self, kind: str | None, name: str) -> Any:
+        """Dataset ``name`` as ``from_zarr_gpu`` is given it: its path, or the store ``kind`` holding
+        its bytes (made once a run, its values checked)."""
+        d = self.dataset(name)
+        if kind is None:
+            return d.path
+        if kind not in self._stores:
+            from .. import from_zarr_gpu
+
+            t0 = time.perf_counter()
+            opened = self._stores[kind] = stores.opened(kind, d.path)
+            rows_ = slice(0, d.array.chunks[0])
+            got = from_zarr_gpu(opened, device="gpu")[rows_].compute(scheduler="threads").get()
+            assert np.array_equal(got, d.array[rows_]), f"{kind}: values differ"
+            print(f"{name} in {kind}: ready and checked in {time.perf_counter() - t0:.0f} s", flush=True)
+        return self._stores[kind]
+
+    def virtual(self) -> stores.Virtual:
+        """Dataset V, written once beside A (half of --gib), its views checked against netCDF4."""
+        if self._virtual is None:
+            from .. import from_zarr_gpu
+
+            t0 = time.perf_counter()
+            v = self._virtual = stores.virtual(self.args.path + "-V.nc", int(self.args.gib * 2**30) // 2)
+            want = v.values(4)
+            for kind in ("kerchunk", "icechunk"):
+                store, options = v.opened(kind)
+                x = from_zarr_gpu(store, "t2m", storage_options=options, device="gpu")
+                assert np.array_equal(x[:4].compute(scheduler="threads").get(), want), (
+                    f"V {kind}: values differ"
+                )
+            warm_cache(v.files())
+            print(
+                f"dataset V: {v.shape} float32, {v.nbytes / 1e9:.2f} GB, "
+                f"ready in {time.perf_counter() - t0:.0f} s"
+            )
+        return self._virtual
 
     def dataset(self, name: str) -> Prepared:
         if name not in self._datasets:
@@ -191,6 +231,8 @@ class GpuRun:
         print(f"{name:58s} {self.results[name]:7.2f} GB/s  ({seconds:.3f} s)", flush=True)
 
     def title(self, row: Row, dataset: str) -> str:
+        if dataset == rows.VIRTUAL_DATASET:
+            return row.title(self.args.threads, self.staging, dataset)
         d = self.dataset(dataset)
         extra: dict[str, Any] = {"chunks": len(d.files)}
         if "{kvikio_threads}" in row.name:
@@ -215,9 +257,10 @@ def _ours(run: GpuRun, row: Row, name: str, empty: bool = True) -> tuple[float, 
     from .. import from_zarr_gpu
 
     d = run.dataset(name)
+    source = run.store(row.store, name)
     releases: list[float] = []
     with settings(row.resolved(run.staging)):  # some are read as the graph is made (block-size)
-        body = persisting(from_zarr_gpu(d.path, device="gpu"), row.thread_count(run.args.threads))
+        body = persisting(from_zarr_gpu(source, device="gpu"), row.thread_count(run.args.threads))
         body()
         seconds = timed(body, run.repeat(row), emptying(releases) if empty else None)
     free_device()
@@ -304,6 +347,26 @@ def _gds_peer(path: str) -> None:
     del g
 
 
+def _virtual(run: GpuRun, row: Row, name: str) -> tuple[float, int]:
+    """Passes of ``from_zarr_gpu`` over a VirtualiZarr view of dataset V, each from an empty pool."""
+    from .. import from_zarr_gpu
+
+    v = run.virtual()
+    store, options = v.opened(str(row.store))
+    body = persisting(
+        from_zarr_gpu(store, "t2m", storage_options=options, device="gpu"), row.thread_count(run.args.threads)
+    )
+    body()
+    seconds = timed(body, run.repeat(row), free_device)
+    free_device()
+    return seconds, v.nbytes
+
+
+def _virtual_peer(run: GpuRun, row: Row, name: str) -> tuple[float, int]:
+    v = run.virtual()
+    return timed(stores.xarray_zarr_peer(v), run.repeat(row), free_device), v.nbytes
+
+
 def _read_ceiling(run: GpuRun, row: Row, name: str) -> tuple[float, int]:
     d = run.dataset(name)
     return timed(ceilings.raw_read(d.files), run.repeat(row)), d.stored
@@ -359,6 +422,8 @@ MEASURES: dict[str, Callable[[GpuRun, Row, str], tuple[float, int]]] = {
     "ceiling-decode": _decode_ceiling,
     "ceiling-blosc": _blosc_ceiling,
     "ceiling-h2d": _h2d_ceiling,
+    "virtual": _virtual,
+    "virtual-peer": _virtual_peer,
 }
 
 
@@ -507,6 +572,17 @@ def measure(run: GpuRun, names: list[str], skip: set[str]) -> None:
         if name != "A" and ours is not None and own is not None:
             results[f"fraction_of_nvcomp_ceiling, {name}"] = ours / own
             print(f"{name}: from_zarr_gpu in-process / its nvCOMP ceiling: {ours / own:.2f}")
+    for kind, what in rows.STORE_TITLES.items():  # each store over the path, in the same run
+        title = rows.Row(rows.STORE_ROW.format(store=what)).title(run.args.threads, run.staging)
+        if title in results:
+            results[f"fraction_of_path, {kind}"] = results[title] / results[default]
+            print(f"A in {what} / A's path: {results[f'fraction_of_path, {kind}']:.2f}")
+    peer = results.get(rows.VIRTUAL_PEER)
+    for view in ("kerchunk references", "an Icechunk repository of virtual chunks"):
+        title = rows.Row(rows.VIRTUAL.format(view=view)).title(run.args.threads, run.staging)
+        if peer and title in results:
+            results[f"speedup_vs_xarray_zarr, V, {view}"] = results[title] / peer
+            print(f"V through {view} / xr.open_dataset(engine='zarr'): {results[title] / peer:.2f}x")
     if "cold_read_x_ratio" in results:
         cold = results[rows.Row(rows.COLD_DEFAULT).title(run.args.threads, run.staging)]
         results["cold_fraction"] = cold / results["cold_read_x_ratio"]
