@@ -98,8 +98,9 @@ def layout(ranges: Sequence[Range | None], skip: int, align: int) -> Layout:
 class Fetcher(Protocol):
     """Whoever reads a store's ranges that are not local files (``Store.fetch``)."""
 
-    def fetch(self, ranges: Sequence[Range]) -> list[bytes | None]:
-        """Each range's bytes; None where a whole object (size -1) does not exist."""
+    def fetch(self, ranges: Sequence[Range]) -> list[bytes | np.ndarray | None]:
+        """Each range's bytes (or a uint8 view of them); None where a whole object (size -1) does not
+        exist."""
         ...
 
 
@@ -131,7 +132,7 @@ class HostReader:
         buf = self.empty(total)
         pread_all(buf, plan)
         for (i, blob), start in zip(got, starts, strict=True):
-            buf[start : start + len(blob)] = np.frombuffer(blob, dtype=np.uint8)
+            np.copyto(buf[start : start + len(blob)], np.frombuffer(blob, dtype=np.uint8))
             plan.offsets[i], plan.sizes[i] = start, len(blob)
         return Staged(buf, plan.offsets, plan.sizes)
 

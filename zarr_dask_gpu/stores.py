@@ -38,6 +38,7 @@ from .retry import as_oserror, retrying, transient
 from .storage import Range, Source, coalesce, native_threads
 
 DeviceReader = Literal["cufile", "kvikio", "host"]
+Blob = bytes | np.ndarray  # a fetched range: bytes, or a uint8 view of a zarr buffer
 
 # URL schemes and the fsspec implementation each needs
 _FILESYSTEMS = {"s3": "s3fs", "s3a": "s3fs", "http": "aiohttp", "https": "aiohttp"}
@@ -103,9 +104,10 @@ class Store(ABC):
         every range is a local file. Blocks of stores with the same fetcher are read in one batch."""
         return self
 
-    def fetch(self, ranges: Sequence[Range]) -> list[bytes | None]:
-        """The bytes of ranges that are not local files (``Source.URL``, ``Source.KEY``); None where a
-        whole object (size -1) is absent. A ranged read that comes back short raises."""
+    def fetch(self, ranges: Sequence[Range]) -> list[Blob | None]:
+        """The bytes of ranges that are not local files (``Source.URL``, ``Source.KEY``), as the store
+        gave them (no copy where it can be helped); None where a whole object (size -1) is absent. A
+        ranged read that comes back short raises."""
         raise StoreError(self.location(""), "", "this store's chunks are local files, read by preads")
 
     @abstractmethod
@@ -249,11 +251,11 @@ class FsspecStore(Store):
     def part(self, path: str, offset: int, size: int) -> Range:
         return Range(path, offset, size, Source.URL)
 
-    def fetch(self, ranges: Sequence[Range]) -> list[bytes | None]:
+    def fetch(self, ranges: Sequence[Range]) -> list[Blob | None]:
         """Whole objects by one ``cat`` (a missing one is a missing chunk), ranges merged by
         ``coalesce`` and read by one ``cat_ranges``, both with fsspec's concurrency."""
         fs = self.fs
-        blobs: list[bytes | None] = [None] * len(ranges)
+        blobs: list[Blob | None] = [None] * len(ranges)
         whole = [i for i, r in enumerate(ranges) if r.size < 0]
         if whole:
             paths = [ranges[i].path for i in whole]
@@ -398,7 +400,7 @@ class KeyStore(Store):
     def part(self, path: str, offset: int, size: int) -> Range:
         return Range(path, offset, size, Source.KEY)
 
-    def fetch(self, ranges: Sequence[Range]) -> list[bytes | None]:
+    def fetch(self, ranges: Sequence[Range]) -> list[Blob | None]:
         self.check_home()
         whole = [i for i, r in enumerate(ranges) if r.size < 0]
         parts = [i for i, r in enumerate(ranges) if r.size >= 0]
@@ -431,14 +433,14 @@ class KeyStore(Store):
             return [*got[0], *got[1:]]
 
         got = self._run(ranges[0].path if ranges else "", everything)
-        out: list[bytes | None] = [None] * len(ranges)
+        out: list[Blob | None] = [None] * len(ranges)
         for i, buf in zip([*parts, *whole], got, strict=True):
             r = ranges[i]
             if buf is None and r.size >= 0:
                 raise StoreError(
                     self.root, r.path, f"the object vanished: no bytes at [{r.offset}, {r.offset + r.size})"
                 )
-            data = None if buf is None else buf.to_bytes()
+            data = None if buf is None else buf.as_numpy_array()  # a view of the store's bytes
             if data is not None and r.size >= 0 and len(data) != r.size:
                 raise StoreError(
                     self.root, r.path, f"short read: {len(data)} of {r.size} bytes at {r.offset}"
@@ -534,7 +536,7 @@ class LocatedStore(Store):
     def fetcher(self) -> KeyStore:
         return self.keys
 
-    def fetch(self, ranges: Sequence[Range]) -> list[bytes | None]:
+    def fetch(self, ranges: Sequence[Range]) -> list[Blob | None]:
         return self.keys.fetch(ranges)
 
     def device_reader(self, remote_file_available: Callable[[], bool]) -> DeviceReader:
