@@ -368,3 +368,23 @@ def test_xarray_auto_keeps_the_engines_blocks_where_dask_would_cut_them(era5, de
         assert explicit.t2m.data.chunks[:2] == ((2,) * 6, (5, 5, 5, 4))
     ref = xr.open_dataset(era5, engine="zarr")
     np.testing.assert_array_equal(host(ds.t2m.data.compute(scheduler="sync")), ref.t2m.values)
+
+
+def test_layouts_the_readers_cannot_take_are_read_by_zarr_python_as_engine_zarr_reads_them(tmp_path, device):
+    """A rectilinear chunk grid: from_zarr_gpu refuses it with a typed error; the engine reads the
+    variable with zarr-python on the host, lazily, as engine="zarr" does."""
+    import zarr
+
+    from zarr_dask_gpu.errors import UnsupportedLayoutError
+
+    path = tmp_path / "r.zarr"
+    with zarr.config.set({"array.rectilinear_chunks": True}):
+        g = zarr.open_group(path, mode="w", zarr_format=3)
+        a = g.create_array("v", shape=(60,), chunks=((10, 20, 30),), dtype="f4", dimension_names=("x",))
+        a[:] = np.arange(60, dtype="f4")
+        with pytest.raises(UnsupportedLayoutError, match="cannot read the zarr array"):
+            zarr_dask_gpu.from_zarr_gpu(path / "v", device=device)
+        got = xr.open_dataset(path, engine="zarr_gpu", device=device, consolidated=False)
+        want = xr.open_dataset(path, engine="zarr", consolidated=False)
+        assert got.v.encoding["zarr_gpu"].startswith("read on the host by zarr-python")
+        xr.testing.assert_identical(got.load(), want.load())

@@ -20,6 +20,19 @@ class UnsupportedDtypeError(MetadataError):
         self.array = array
 
 
+class UnsupportedLayoutError(MetadataError):
+    """An array zarr-python reads whose layout these readers cannot take (a rectilinear chunk grid,
+    sharding without index codecs): ``xr.open_dataset(engine="zarr_gpu")`` reads such a variable with
+    zarr-python on the host, as ``engine="zarr"`` does.
+
+    ``array`` is the open ``zarr.Array``.
+    """
+
+    def __init__(self, message: str, array: object = None) -> None:
+        super().__init__(message)
+        self.array = array
+
+
 class ChunkDecodeError(ZarrGpuError):
     """A stored chunk is damaged: truncated, empty, garbage, or of the wrong decoded size.
 

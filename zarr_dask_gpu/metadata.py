@@ -11,7 +11,7 @@ from dask.base import tokenize
 from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
 
 from .codecs.chain import ChainPlan, ShardLayout, classify, shard_layout
-from .errors import MetadataError, StoreError, UnsupportedDtypeError
+from .errors import StoreError, UnsupportedDtypeError, UnsupportedLayoutError
 
 if TYPE_CHECKING:
     from .stores import Store
@@ -137,8 +137,8 @@ def open_array_info(
         chunks = tuple(arr.chunks) if arr.shards is None or layout is not None else tuple(arr.shards)
         chain = classify(meta)
     except Exception as e:  # zarr and the layout raise many types; we give one, naming the path
-        raise MetadataError(
-            f"cannot read the zarr array at {where.location(path)}: {type(e).__name__}: {e}"
+        raise UnsupportedLayoutError(
+            f"cannot read the zarr array at {where.location(path)}: {type(e).__name__}: {e}", arr
         ) from e
     return ArrayInfo(
         store=where,

@@ -63,7 +63,7 @@ def store_path(store: Any, storage_options: dict[str, Any] | None = None) -> Sto
         raise MetadataError(f"cannot open {store!r}: {e}") from e
     except (TypeError, ValueError) as e:  # zarr's refusals of the argument itself
         raise StoreError(
-            type(store).__name__,
+            repr(store) if isinstance(store, str | os.PathLike) else type(store).__name__,
             "",
             f"zarr-python cannot open it: {e}; pass what zarr.open_array takes (a path, an fsspec URL "
             "with storage_options, a zarr Store, a zarr.Array or zarr.Group)",

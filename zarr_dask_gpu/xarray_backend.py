@@ -18,7 +18,7 @@ import zarr
 from dask.array.core import normalize_chunks
 from dask.base import is_dask_collection
 from xarray.backends import BackendEntrypoint
-from xarray.backends.common import _normalize_path
+from xarray.backends.common import NONE_VAR_NAME, _normalize_path
 from xarray.backends.zarr import ZarrStore
 from xarray.core import indexing
 from xarray.core.treenode import NodePath
@@ -27,12 +27,13 @@ from xarray.namedarray.daskmanager import DaskManager
 
 from . import xarray_cf
 from .device import Device, resolve_device
-from .errors import ZarrGpuError
+from .errors import UnsupportedLayoutError, ZarrGpuError
 from .graph import default_block_size, from_zarr_gpu
 from .metadata import open_array_info
 from .plan import block_chunks
 
 _DEFAULT = Default.token  # xarray's "argument not given"
+ReadMode = Literal["r", "r+", "a", "a-"]  # the modes of engine="zarr" that leave a store as it is
 
 # coordinates up to this size go to the host with the indexes; larger ones stay lazy on the device
 HOST_COORD_BYTES = 16 << 20
@@ -80,6 +81,9 @@ def open_dataset(
     zarr_format: int | None = None,
     use_zarr_fill_value_as_mask: bool | None = None,
     cache_members: bool = True,
+    mode: ReadMode = "r",
+    zarr_store: ZarrStore | None = None,
+    indexes: bool = True,
 ) -> xr.Dataset:
     """Open a zarr group as an xarray Dataset whose data variables are read on the GPU.
 
@@ -101,14 +105,19 @@ def open_dataset(
         "gpu", "cpu" or "auto", as in ``from_zarr_gpu``.
     decode_cf, mask_and_scale, decode_times, decode_timedelta, use_cftime, concat_characters,
     decode_coords, drop_variables, consolidated, zarr_format, use_zarr_fill_value_as_mask,
-    cache_members
+    cache_members, mode
         As in ``xarray.open_dataset(engine="zarr")``.
     strict
         Raise for missing chunks instead of reading the fill value.
+    zarr_store
+        xarray's ``ZarrStore`` already open on the group (``store=`` of ``engine="zarr"``).
+    indexes
+        Make the dimension coordinates' indexes; False leaves them to xarray (the engine's way: its
+        ``open_dataset`` makes them as ``create_default_indexes`` says).
     """
-    zstore = ZarrStore.open_group(
+    zstore = zarr_store or ZarrStore.open_group(
         _normalize_path(store),
-        mode="r",
+        mode=mode,
         group=group,
         consolidated=consolidated,
         consolidate_on_close=False,
@@ -132,6 +141,7 @@ def open_dataset(
         ),
         decode_cf=decode_cf,
         strict=strict,
+        indexes=indexes,
     )
 
 
@@ -144,20 +154,25 @@ def _dataset(
     decoders: dict[str, Any],
     decode_cf: bool,
     strict: bool | None,
+    indexes: bool = True,
 ) -> xr.Dataset:
-    """The Dataset of one group xarray's ``ZarrStore`` opened: its data variables this package's."""
+    """The Dataset of one group xarray's ``ZarrStore`` opened: its data variables this package's.
+    Without ``indexes``, its dimension coordinates get none: xarray's ``open_dataset`` makes them
+    as its ``create_default_indexes`` says."""
     dev = resolve_device(device)
     if isinstance(drop_variables, str):
         drop_variables = [drop_variables]
     drop = set(drop_variables or ())
-    variables = {k: v for k, v in zstore.get_variables().items() if k not in drop}
-    members = zstore.members  # the arrays get_variables read, not read again
+    stored, attrs = zstore.load()  # names decoded as xarray's stores decode them (None's)
+    encoding_of_source = zstore.get_encoding()
+    variables = {k: v for k, v in stored.items() if k not in drop}
+    members = zstore.members  # the arrays load read, not read again
     coords = _coordinate_names(variables)
-    out: dict[str, xr.Variable] = {}
-    sources: dict[str, Callable[[Any], Any]] = {}  # each device variable's read, for other blocks
+    out: dict[Any, xr.Variable] = {}
+    sources: dict[Any, Callable[[Any], Any]] = {}  # each device variable's read, for other blocks
     for name, var in variables.items():
-        array = members[name]
-        assert isinstance(array, zarr.Array), "get_variables gives arrays"
+        array = members[NONE_VAR_NAME if name is None else name]
+        assert isinstance(array, zarr.Array), "load gives arrays"
         encoding = dict(var.encoding)
         numeric = np.dtype(var.dtype).kind in "biufc"
         if not numeric or name in var.dims or (name in coords and array.nbytes <= HOST_COORD_BYTES):
@@ -169,6 +184,10 @@ def _dataset(
                 data = from_zarr_gpu(
                     array, chunks=_blocks(chunks, var.dims, array, dev), device=dev, strict=strict
                 )
+            except UnsupportedLayoutError as e:  # zarr-python's read, lazily, as engine="zarr" has it
+                encoding["zarr_gpu"] = f"read on the host by zarr-python: {e}"
+                out[name] = xr.Variable(var.dims, var._data, var.attrs, encoding)
+                continue
             except ZarrGpuError as e:
                 raise type(e)(f"variable {name!r}: {e}") from e
             encoding["zarr_gpu"] = f"dask array of {'cupy' if dev == 'gpu' else 'numpy'} blocks"
@@ -177,14 +196,18 @@ def _dataset(
             sources[name] = functools.partial(_read, name, array, dev, strict)
             data = xarray_cf.placeholder(data)
         out[name] = xr.Variable(var.dims, data, var.attrs, encoding)
-    attrs = zstore.get_attrs()
     coord_names: set[Any] = set()
     if decode_cf:
         decoded, attrs, coord_names = xr.conventions.decode_cf_variables(out, attrs, **decoders)
-        out = {str(k): v for k, v in decoded.items()}
+        out = dict(decoded)
     out = {k: _device_variable(v, sources.get(k)) for k, v in out.items()}  # _data: still lazy
-    ds = xr.Dataset(out, attrs=attrs).set_coords([c for c in coord_names if c in out])
+    # data and coordinate variables split as xarray's own store backend splits them
+    coord_vars = {k: v for k, v in out.items() if k in coord_names or v.dims == (k,)}
+    data_vars = {k: v for k, v in out.items() if k not in coord_vars}
+    coordinates = coord_vars if indexes else xr.Coordinates(coord_vars, indexes={})
+    ds = xr.Dataset(data_vars, coords=coordinates, attrs=attrs)
     ds.set_close(zstore.close)
+    ds.encoding = encoding_of_source
     return ds.load() if chunks is None else ds
 
 
@@ -320,6 +343,7 @@ def open_groups_as_dict(
     consolidated: bool | None = None,
     storage_options: dict[str, Any] | None = None,
     zarr_format: int | None = None,
+    mode: ReadMode = "r",
     **kwargs: Any,
 ) -> dict[str, xr.Dataset]:
     """Every group of a zarr hierarchy (under ``group``, when given) as a Dataset, keyed by its path
@@ -331,7 +355,7 @@ def open_groups_as_dict(
     stores = ZarrStore.open_store(
         _normalize_path(store),
         group=parent,
-        mode="r",
+        mode=mode,
         consolidated=consolidated,
         consolidate_on_close=False,
         storage_options=storage_options,
@@ -390,13 +414,26 @@ class ZarrGpuBackendEntrypoint(BackendEntrypoint):
         "zarr_format",
         "use_zarr_fill_value_as_mask",
         "cache_members",
+        "mode",
+        "store",
+        "engine",
     )
 
     def open_dataset(  # type: ignore[override]
-        self, filename_or_obj: Any, *, blocks: Any = None, **kwargs: Any
+        self,
+        filename_or_obj: Any,
+        *,
+        blocks: Any = None,
+        store: ZarrStore | None = None,
+        engine: Any = None,
+        **kwargs: Any,
     ) -> xr.Dataset:
-        # xarray passes the decoders named in open_dataset_parameters, and the backend kwargs
-        return open_dataset(filename_or_obj, chunks={} if blocks is None else blocks, **kwargs)
+        # xarray passes the decoders named in open_dataset_parameters, and the backend kwargs; a
+        # ZarrStore it opened itself comes as store= (open_zarr), as to engine="zarr"
+        blocks = {} if blocks is None else blocks
+        # as engine="zarr" (xarray 2026.9) does, which leaves the argument to open_zarr's own store
+        kwargs["use_zarr_fill_value_as_mask"] = None
+        return open_dataset(filename_or_obj, chunks=blocks, zarr_store=store, indexes=False, **kwargs)
 
     def open_groups_as_dict(self, filename_or_obj: Any, **kwargs: Any) -> dict[str, xr.Dataset]:  # type: ignore[override]
         blocks = kwargs.pop("blocks", None)
