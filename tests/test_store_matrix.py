@@ -239,3 +239,25 @@ def test_pickled_key_stores_keep_their_store(tree, tmp_path):
     again = pickle.loads(pickle.dumps(info))
     got = from_zarr_gpu(again.store.store, "g3/plain", device="cpu").compute()
     np.testing.assert_array_equal(got, expected(tree, "g3", "plain"))
+
+
+def test_open_mfdataset_and_open_datatree_take_stores_and_storage_options(tree, tmp_path, device):
+    parts = []
+    for i in range(2):
+        ds = xr.Dataset(
+            {"t": (("time", "y"), np.full((3, 4), i, "f4"))}, coords={"time": np.arange(3) + 3 * i}
+        )
+        store = zarr.storage.MemoryStore()
+        ds.to_zarr(store, consolidated=False)
+        parts.append(store)
+    kw = {"combine": "by_coords", "consolidated": False}
+    got = xr.open_mfdataset(parts, engine="zarr_gpu", device=device, **kw)
+    xr.testing.assert_identical(
+        got.compute().as_numpy(), xr.open_mfdataset(parts, engine="zarr", **kw).compute()
+    )
+    refs = {"fo": kerchunk_references(tree)}
+    got_tree = xr.open_datatree(
+        "reference://", engine="zarr_gpu", device=device, group="g3", storage_options=refs
+    )
+    want = xr.open_datatree("reference://", engine="zarr", group="g3", storage_options=refs)
+    xr.testing.assert_identical(got_tree.compute().map_over_datasets(lambda d: d.as_numpy()), want.compute())
