@@ -17,7 +17,7 @@ from zarr_dask_gpu.io import host_reader
 from zarr_dask_gpu.metadata import open_array_info
 from zarr_dask_gpu.resolve import key_store
 from zarr_dask_gpu.storage import locate, read_shard_index
-from zarr_dask_gpu.stores import FsspecStore, KeyStore, LocalStore
+from zarr_dask_gpu.stores import FsspecStore, KeyStore, LocalStore, process_token
 
 from .test_remote import http_root  # noqa: F401  # the HTTP server with Range support
 
@@ -74,7 +74,7 @@ def test_the_store_is_chosen_by_the_zarr_store(tmp_path, http_root):  # noqa: F8
     zarr.create_array(memory, shape=(4,), dtype="i2")
     found = chosen(memory)
     assert isinstance(found, KeyStore) and found.store._store_dict is memory._store_dict
-    assert found.home == os.getpid()
+    assert found.home == process_token()
     assert found.location("c/0") == f"MemoryStore({str(memory)!r})/c/0"
     zipped = chosen(f"simplecache::file://{plain}")
     assert isinstance(zipped, KeyStore) and zipped.home is None

@@ -3,6 +3,7 @@ repository of virtual chunks, read through every door; netCDF4's own read is the
 
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,3 +158,22 @@ def test_references_to_a_file_that_is_gone_raise(netcdf, tmp_path):
     os.remove(moved)
     with pytest.raises(StoreError, match=r"copy\.nc"):
         from_zarr_gpu("reference://", "t2m", storage_options={"fo": refs}, device="cpu").compute()
+
+
+def test_icechunk_vouches_for_each_session_and_each_change_of_a_file(netcdf, tmp_path):
+    """A file Icechunk read from in one session is not read directly for another session it refuses,
+    nor once the file changed since it was referenced."""
+    copy = shutil.copy(netcdf, tmp_path / "era.nc")
+    store = icechunk_repository(Path(copy), tmp_path / "repo")
+    want = stored(copy, "t2m")
+    np.testing.assert_array_equal(from_zarr_gpu(store, "t2m", device="cpu").compute(), want)
+    refused = icechunk_repository(Path(copy), tmp_path / "repo2", authorize=False)
+    with pytest.raises(StoreError, match="authorize"):
+        from_zarr_gpu(refused, "t2m", device="cpu").compute()
+    with open(copy, "r+b") as f:  # the same bytes, a new modification time
+        data = f.read()
+        f.seek(0)
+        f.write(data)
+    os.utime(copy, ns=(os.stat(copy).st_atime_ns, os.stat(copy).st_mtime_ns + 10**9))
+    with pytest.raises(StoreError):
+        from_zarr_gpu(store, "t2m", device="cpu").compute()

@@ -135,7 +135,8 @@ class Manifest:
 
 
 _manifests: OrderedDict[tuple[str, str], Manifest] = OrderedDict()
-_vouched: set[tuple[str, str]] = set()
+# (session, file) -> the file's (mtime_ns, size) when Icechunk last read from it in that session
+_vouched: dict[tuple[str, str], tuple[int, int]] = {}
 _lock = threading.Lock()
 
 
@@ -144,20 +145,30 @@ def _read_manifest(store: Any, array: str, grid: tuple[int, ...]) -> Manifest:
         return [batch async for batch in store.array_chunk_iterator(array)]
 
     batches = sync(collect())
-    ndim = len(grid)
-    coords = [b[0].reshape(-1, ndim) for b in batches]
-    allc = np.concatenate(coords) if coords else np.zeros((0, ndim), dtype=np.uint32)
-    flat = (
-        np.ravel_multi_index(tuple(allc.T.astype(np.int64)), grid) if ndim else np.zeros(len(allc), np.int64)
-    )
-    order = np.argsort(flat, kind="stable")
-    cat = lambda k, dt: np.concatenate([b[k] for b in batches]) if batches else np.zeros(0, dt)  # noqa: E731
+
+    def column(k: int, dtype: Any) -> np.ndarray:
+        return (
+            np.concatenate([np.asarray(b[k], dtype=dtype) for b in batches])
+            if batches
+            else np.zeros(0, dtype)
+        )
+
+    kinds = column(1, np.uint8)
+    if grid:
+        coords = np.concatenate([b[0].reshape(-1, len(grid)) for b in batches]) if batches else None
+        flat = (
+            np.ravel_multi_index(tuple(np.asarray(coords, dtype=np.int64).T), grid) if len(kinds) else kinds
+        )
+    else:  # a 0-d array: one chunk, at the grid's only place
+        flat = np.zeros(len(kinds), dtype=np.int64)
+    order = np.argsort(np.asarray(flat, dtype=np.int64), kind="stable")
     paths = [p for b in batches for p in b[2]]
     return Manifest(
         flat=np.asarray(flat, dtype=np.int64)[order],
-        kinds=cat(1, np.uint8)[order],
-        offsets=cat(3, np.uint64)[order].astype(np.int64),
-        lengths=cat(4, np.uint64)[order].astype(np.int64),
+        kinds=kinds[order],
+        # a length past int64 turns negative here, and the bounds check refuses it
+        offsets=column(3, np.uint64)[order].astype(np.int64),
+        lengths=column(4, np.uint64)[order].astype(np.int64),
         paths=[paths[i] for i in order.tolist()],
     )
 
@@ -217,28 +228,37 @@ class IcechunkChunks(LocatedStore):
             else np.zeros(len(keys), dtype=np.int64)
         )
         out: list[Range | None] = []
+        vouched: set[str] = set()  # the files of virtual chunks Icechunk has read from in this call
         for key, row in zip(keys, manifest.rows(np.asarray(flat)).tolist(), strict=True):
-            out.append(None if row < 0 else self._range(manifest, row, key))
-        return out
+            out.append(None if row < 0 else self._range(manifest, row, key, vouched))
+        return self.checked(keys, out)
 
-    def _range(self, m: Manifest, row: int, key: str) -> Range:
+    def _range(self, m: Manifest, row: int, key: str, vouched: set[str]) -> Range:
         kind, where = int(m.kinds[row]), m.paths[row]
         offset, length = int(m.offsets[row]), int(m.lengths[row])
         if kind == _NATIVE and self.folder is not None:
             return Range(os.path.join(self.folder, where), offset, length)
         if kind == _VIRTUAL and where.startswith("file://"):
-            self._vouch(where, key)
-            return Range(unquote(urlsplit(where).path), offset, length)
+            path = unquote(urlsplit(where).path)
+            if path not in vouched:
+                self._vouch(where, path, key)
+                vouched.add(path)
+            return Range(path, offset, length)
         return Range(key, 0, -1, Source.KEY)
 
-    def _vouch(self, url: str, key: str) -> None:
-        """Icechunk reads one byte of ``key`` (a chunk in the file ``url``) before any chunk of that
-        file is read directly: its refusal (an unauthorized container, a changed file) is raised."""
-        name = (self.snapshot, url)
-        if name in _vouched:
+    def _vouch(self, url: str, path: str, key: str) -> None:
+        """Icechunk reads a byte of ``key`` (a chunk in the file ``url``) before chunks of that file
+        are read directly, in each session and again whenever the file changed since: its refusal (a
+        container this session may not read, a file changed since it was referenced) is raised."""
+        try:
+            st = os.stat(path)
+        except FileNotFoundError as e:
+            raise StoreError(self.root, key, f"the store places it in {path!r}, which is not there") from e
+        stamp, name = (st.st_mtime_ns, st.st_size), (self.identity, url)
+        if _vouched.get(name) == stamp:
             return
         got = self.keys.read_range(key, RangeByteRequest(0, 1))
         if got is None:  # the manifest lists it, the session does not give it
             raise StoreError(self.root, key, f"Icechunk lists a virtual chunk in {url} but does not read it")
         with _lock:
-            _vouched.add(name)
+            _vouched[name] = stamp

@@ -66,7 +66,7 @@ class ArrayInfo:
     def token(self) -> str:
         """A deterministic name for this array's current metadata (tokenizing it costs about 0.3 ms:
         CPU decodes look their codecs up by it per chunk)."""
-        return tokenize(self.location, self.metadata.to_dict())
+        return tokenize(self.store.identity, self.path, self.metadata.to_dict())
 
     @property
     def grid(self) -> tuple[int, ...]:
@@ -154,15 +154,20 @@ def open_array_info(
 
 
 def _check_addressed(where: "Store", path: str, arr: zarr.Array) -> None:
-    """Where this package reads a store's files itself, the array's metadata document is where it
-    would look: a chunk it cannot find is then absent, never misaddressed."""
-    from .stores import LocalStore
+    """Where this package finds a store's objects itself (local files, remote objects by URL), the
+    array's metadata document is where it would look: a chunk it cannot find is then absent, never
+    misaddressed. One stat, or one request, when the array is opened."""
+    from .stores import FsspecStore, LocalStore
 
-    if not isinstance(where, LocalStore):
-        return
     name = "zarr.json" if arr.metadata.zarr_format == 3 else ".zarray"
     doc = where.path(f"{path}/{name}" if path else name)
-    if not os.path.isfile(doc):
+    if isinstance(where, LocalStore):
+        found = os.path.isfile(doc)
+    elif isinstance(where, FsspecStore):
+        found = where.size(doc) is not None
+    else:  # the store itself answers for every key
+        return
+    if not found:
         raise StoreError(
             where.root,
             name,

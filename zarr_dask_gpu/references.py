@@ -37,7 +37,7 @@ class ReferenceStore(LocatedStore):
 
     def locate(self, keys: Sequence[str]) -> list[Range | None]:
         fs = sync_filesystem(self.keys.store.fs)
-        return [self._one(fs, key) for key in keys]
+        return self.checked(keys, [self._one(fs, key) for key in keys])
 
     def _one(self, fs: Any, key: str) -> Range | None:
         name = f"{self.prefix}/{key}".strip("/") if self.prefix else key

@@ -17,7 +17,7 @@ from zarr.storage._common import make_store_path
 
 from .errors import MetadataError, StoreError
 from .retry import as_oserror, retrying, transient
-from .stores import FsspecStore, KeyStore, LocalStore, Store, require_filesystem
+from .stores import FsspecStore, KeyStore, LocalStore, Store, process_token, require_filesystem
 
 # fsspec protocols whose objects this package reads itself (FsspecStore: range requests, kvikio)
 _REMOTE_PROTOCOLS = frozenset({"s3", "s3a", "http", "https"})
@@ -219,8 +219,11 @@ def byte_store(array: zarr.Array) -> Store:
 
 
 def key_store(store: Any) -> KeyStore:
-    """Any zarr store, read through its own ``get``."""
-    return KeyStore(store, describe(store), os.getpid() if process_bound(store) else None, serial(store))
+    """Any zarr store, read through its own ``get``. Its ``key`` is the store object's own identity in
+    this process: no text (a repr, a URL of a chained filesystem) tells every store apart, and a
+    graph holds its store, so an id is not reused while the graph lives."""
+    home = process_token() if process_bound(store) else None
+    return KeyStore(store, describe(store), home, serial(store), f"{process_token()}-{id(store)}")
 
 
 def serial(store: Any) -> bool:

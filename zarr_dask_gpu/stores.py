@@ -18,6 +18,7 @@ import contextlib
 import errno
 import os
 import threading
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -78,6 +79,11 @@ class Store(ABC):
     def location(self, key: str) -> str:
         """How messages name ``key``: its file or URL, or the store and the key."""
         return self.path(key)
+
+    @property
+    def identity(self) -> str:
+        """What tells this store from every other in dask's names: its root, and its options."""
+        return tokenize(type(self).__name__, self.root, self.storage_options)
 
     @abstractmethod
     def whole(self, paths: Sequence[str]) -> list[Range | None]:
@@ -315,6 +321,20 @@ def _raise_failed(results: Any) -> Any:
 
 
 _serial = threading.Lock()  # the reads of stores that must not overlap, one at a time
+_process = uuid.uuid4().hex
+
+
+def process_token() -> str:
+    """This process, told from every other: process ids repeat across hosts and containers."""
+    return _process
+
+
+def _new_process() -> None:
+    global _process
+    _process = uuid.uuid4().hex
+
+
+os.register_at_fork(after_in_child=_new_process)
 
 
 @dataclass(frozen=True)
@@ -340,17 +360,21 @@ class KeyStore(Store):
         How messages name the store: its type and ``str``.
     home
         For a store whose data lives in its process's memory (``resolve.process_bound``): the
-        process id where it was opened; a task elsewhere refuses it rather than read a copy or an
-        empty store.
+        ``process_token`` of the process where it was opened; a task elsewhere refuses it rather than
+        read a copy or an empty store.
     serial
         Its reads must not overlap (``resolve.serial``: fsspec's archive filesystems read one shared
         file, and concurrent reads garble each other): one request at a time in the process.
+    key
+        Tells this zarr store object from every other (``resolve.key_store``): the names of two
+        arrays of equal metadata in two stores must differ, whatever their ``root`` says.
     """
 
     store: Any
     root: str = ""
-    home: int | None = None
+    home: str | None = None
     serial: bool = False
+    key: str = ""
 
     def path(self, key: str) -> str:
         return key
@@ -358,14 +382,18 @@ class KeyStore(Store):
     def location(self, key: str) -> str:
         return f"{self.root}/{key}" if key else self.root
 
+    @property
+    def identity(self) -> str:
+        return self.key
+
     def check_home(self, elsewhere: bool = False) -> None:
         """Raises ``StoreError`` in a process other than the one whose memory holds the store (or, with
         ``elsewhere``, for any such store: its reads are bound for other processes)."""
-        if self.home is not None and (elsewhere or self.home != os.getpid()):
+        if self.home is not None and (elsewhere or self.home != process_token()):
             raise StoreError(
                 self.root,
                 "",
-                f"its data lives in the memory of process {self.home} and cannot be read by dask "
+                "its data lives in the memory of the process that opened it and cannot be read by dask "
                 "workers in other processes: read it with dask's threaded scheduler or a cluster of "
                 "threads (LocalCluster(processes=False)), or write it to a store on disk or in object "
                 "storage",
@@ -500,6 +528,10 @@ class LocatedStore(Store):
     def root(self) -> str:  # type: ignore[override]
         return self.keys.root
 
+    @property
+    def identity(self) -> str:
+        return self.keys.identity
+
     @abstractmethod
     def locate(self, keys: Sequence[str]) -> list[Range | None]:
         """Each key's bytes: a ``Source.FILE`` range, a ``Source.KEY`` range of the whole key, or None
@@ -521,6 +553,33 @@ class LocatedStore(Store):
         if where.source is Source.FILE:
             return read_file_range(where.path, request, where.offset, where.size)
         return self.keys.read_range(path, request)
+
+    def checked(self, keys: Sequence[str], ranges: list[Range | None]) -> list[Range | None]:
+        """``ranges`` (of ``keys``), each file range inside its file: the files stated in one native
+        batch, a range that is negative or reaches past its file's end (a damaged reference or
+        manifest) or a file that is not there raises ``StoreError``, before anything is allocated
+        for it."""
+        files = sorted({r.path for r in ranges if r is not None and r.source is Source.FILE})
+        if not files:
+            return ranges
+        sizes = np.empty(len(files), dtype=np.int64)
+        errors = np.zeros(len(files), dtype=np.int32)
+        _preads.sizes(files, sizes, errors, native_threads(len(files)))
+        size_of = dict(zip(files, sizes.tolist(), strict=True))
+        for key, r in zip(keys, ranges, strict=True):
+            if r is None or r.source is not Source.FILE:
+                continue
+            have = size_of[r.path]
+            if have < 0:
+                raise StoreError(self.root, key, f"the store places it in {r.path!r}, which is not there")
+            if r.offset < 0 or r.size < 0 or r.offset + r.size > have:
+                raise StoreError(
+                    self.root,
+                    key,
+                    f"the store places it at [{r.offset}, {r.offset + r.size}) of {r.path!r}, a file of "
+                    f"{have} bytes",
+                )
+        return ranges
 
     def part(self, path: str, offset: int, size: int) -> Range:
         (where,) = self.locate([path])

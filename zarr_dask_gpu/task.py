@@ -49,7 +49,7 @@ def read_regions(
         raise StoreError(
             where,
             "",
-            f"a chunk the store lists is not in {e.filename!r}: the store changed while it was read, or "
+            f"a chunk the store lists is not there ({e}): the store changed while it was read, or "
             "its references name a file that is not there",
         ) from e
     except MemoryError as e:  # cupy's OutOfMemoryError too; a dask task must not hang on it
