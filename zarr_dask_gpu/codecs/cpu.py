@@ -30,7 +30,7 @@ def _transform(info: ArrayInfo) -> tuple[Outer | None, ChunkTransform | AsyncChu
     """The read unit's outermost stored stage, zarr-python's chunk transform of what the host leaves
     after ``open_stored`` (the whole chain, or the stages before a stream it decodes itself) and the
     chunk spec, built once per process."""
-    token = info.token
+    token = info.chain_token
     with _lock:
         if token not in _transforms:
             meta = info.metadata
