@@ -114,6 +114,23 @@ def host_decoded(
     return list(_decode_pool(config.cpu_threads()).map(one, range(len(pieces))))
 
 
+def host_block(
+    info: ArrayInfo,
+    pieces: Sequence[ChunkPiece],
+    shape: tuple[int, ...],
+    empty: Callable[[tuple[int, ...], np.dtype], np.ndarray],
+) -> tuple[np.ndarray, list[bool]]:
+    """A block of ``shape`` made by ``empty`` on the host (pinned memory where it goes on to a device,
+    in one copy), its stored chunks decoded by zarr-python on the process's pool of ``cpu-threads``;
+    per piece, whether its chunk is stored (the block is left as made where it is not)."""
+    block = empty(shape, info.dtype)
+
+    def put(i: int, chunk: np.ndarray) -> None:
+        block[pieces[i].block_sel] = chunk[pieces[i].chunk_sel]
+
+    return block, host_decoded(info, pieces, locate(info, [p.coords for p in pieces]), put, parallel=True)
+
+
 @functools.cache
 def _decode_pool(threads: int) -> ThreadPoolExecutor:
     """One pool of ``cpu-threads`` for every CPU task's chunk decodes (numcodecs frees the GIL): tasks
