@@ -203,6 +203,11 @@ class IcechunkChunks(LocatedStore):
     def location(self, key: str) -> str:
         return self.keys.location(key)
 
+    @property
+    def identity(self) -> str:
+        """Its snapshot: a read-only session's content, whoever opened it (snapshot ids are unique)."""
+        return f"icechunk-snapshot-{self.snapshot}"
+
     def _manifest(self) -> Manifest:
         name = (self.snapshot, self.array)
         with _lock:
@@ -254,7 +259,7 @@ class IcechunkChunks(LocatedStore):
             st = os.stat(path)
         except FileNotFoundError as e:
             raise StoreError(self.root, key, f"the store places it in {path!r}, which is not there") from e
-        stamp, name = (st.st_mtime_ns, st.st_size), (self.identity, url)
+        stamp, name = (st.st_mtime_ns, st.st_size), (self.keys.identity, url)  # per session opened
         if _vouched.get(name) == stamp:
             return
         got = self.keys.read_range(key, RangeByteRequest(0, 1))

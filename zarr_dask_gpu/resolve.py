@@ -7,6 +7,7 @@ by that store object (``byte_store``), never by rebuilding a location from a str
 import os
 import pickle
 import sys
+import uuid
 from typing import Any
 
 import zarr
@@ -219,11 +220,11 @@ def byte_store(array: zarr.Array) -> Store:
 
 
 def key_store(store: Any) -> KeyStore:
-    """Any zarr store, read through its own ``get``. Its ``key`` is the store object's own identity in
-    this process: no text (a repr, a URL of a chained filesystem) tells every store apart, and a
-    graph holds its store, so an id is not reused while the graph lives."""
+    """Any zarr store, read through its own ``get``. Its ``key`` is new at every opening: no text (a
+    repr, a URL of a chained filesystem) tells every store apart, and an object's id is reused once
+    it is freed, while results of a graph over it may live on (persisted on a cluster)."""
     home = process_token() if process_bound(store) else None
-    return KeyStore(store, describe(store), home, serial(store), f"{process_token()}-{id(store)}")
+    return KeyStore(store, describe(store), home, serial(store), uuid.uuid4().hex)
 
 
 def serial(store: Any) -> bool:
