@@ -57,11 +57,14 @@ def locate(info: ArrayInfo, coords: Sequence[tuple[int, ...]]) -> list[Range | N
         if index is None:
             continue
         path, entries = index
+        stored: list[tuple[int, tuple[int, int]]] = []
         for i in members:
             inner = tuple(x % n for x, n in zip(coords[i], per, strict=True))
             off, size = (int(v) for v in entries[inner])
             if off != int(_EMPTY):
-                out[i] = info.store.part(path, off, size)
+                stored.append((i, (off, size)))
+        for (i, _), r in zip(stored, info.store.parts(path, [span for _, span in stored]), strict=True):
+            out[i] = r
     return out
 
 

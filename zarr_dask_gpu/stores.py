@@ -101,8 +101,9 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def part(self, path: str, offset: int, size: int) -> Range:
-        """``size`` bytes at ``offset`` of the object at ``path`` (an inner chunk of a shard)."""
+    def parts(self, path: str, spans: Sequence[tuple[int, int]]) -> list[Range]:
+        """The ``(offset, size)`` spans of the object at ``path`` (the inner chunks of a shard),
+        the object located once."""
 
     @property
     def fetcher(self) -> "Store | None":
@@ -196,8 +197,8 @@ class LocalStore(Store):
         except FileNotFoundError:
             return None
 
-    def part(self, path: str, offset: int, size: int) -> Range:
-        return Range(path, offset, size)
+    def parts(self, path: str, spans: Sequence[tuple[int, int]]) -> list[Range]:
+        return [Range(path, offset, size) for offset, size in spans]
 
     def device_reader(self, remote_file_available: Callable[[], bool]) -> DeviceReader:
         return "cufile"
@@ -254,8 +255,8 @@ class FsspecStore(Store):
         except FileNotFoundError:
             return None
 
-    def part(self, path: str, offset: int, size: int) -> Range:
-        return Range(path, offset, size, Source.URL)
+    def parts(self, path: str, spans: Sequence[tuple[int, int]]) -> list[Range]:
+        return [Range(path, offset, size, Source.URL) for offset, size in spans]
 
     def fetch(self, ranges: Sequence[Range]) -> list[Blob | None]:
         """Whole objects by one ``cat`` (a missing one is a missing chunk), ranges merged by
@@ -425,8 +426,8 @@ class KeyStore(Store):
         got, size = self._run(path, both)
         return None if got is None else (int(size), got.to_bytes())
 
-    def part(self, path: str, offset: int, size: int) -> Range:
-        return Range(path, offset, size, Source.KEY)
+    def parts(self, path: str, spans: Sequence[tuple[int, int]]) -> list[Range]:
+        return [Range(path, offset, size, Source.KEY) for offset, size in spans]
 
     def fetch(self, ranges: Sequence[Range]) -> list[Blob | None]:
         self.check_home()
@@ -581,15 +582,16 @@ class LocatedStore(Store):
                 )
         return ranges
 
-    def part(self, path: str, offset: int, size: int) -> Range:
+    def parts(self, path: str, spans: Sequence[tuple[int, int]]) -> list[Range]:
         (where,) = self.locate([path])
-        if where is not None and where.source is Source.FILE:
+        if where is None or where.source is not Source.FILE:
+            return self.keys.parts(path, spans)
+        for offset, size in spans:
             if offset + size > where.size:
                 raise StoreError(
                     self.root, path, f"[{offset}, {offset + size}) lies past its {where.size} bytes"
                 )
-            return Range(where.path, where.offset + offset, size)
-        return Range(path, offset, size, Source.KEY)
+        return [Range(where.path, where.offset + offset, size) for offset, size in spans]
 
     @property
     def fetcher(self) -> KeyStore:
