@@ -10,6 +10,7 @@ import pytest
 import xarray as xr
 
 from zarr_dask_gpu import StoreError, from_zarr_gpu
+from zarr_dask_gpu.bench.stores import virtual_dataset, virtual_repository
 from zarr_dask_gpu.metadata import open_array_info
 from zarr_dask_gpu.storage import Source
 
@@ -67,16 +68,6 @@ def stored(path, name):
         return np.asarray(var[:])
 
 
-def virtual_dataset(path):
-    from obspec_utils.registry import ObjectStoreRegistry
-    from obstore.store import LocalStore
-    from virtualizarr import open_virtual_dataset
-    from virtualizarr.parsers import HDFParser
-
-    registry = ObjectStoreRegistry({"file://": LocalStore()})
-    return open_virtual_dataset(f"file://{path}", registry=registry, parser=HDFParser())
-
-
 @pytest.fixture(scope="module")
 def netcdf(tmp_path_factory):
     return write_netcdf(tmp_path_factory.mktemp("nc") / "era.nc")
@@ -88,20 +79,8 @@ def references(netcdf):
 
 
 def icechunk_repository(netcdf, where, authorize=True):
-    icechunk = pytest.importorskip("icechunk")
-    prefix = f"file://{netcdf.parent}/"
-    config = icechunk.RepositoryConfig.default()
-    config.set_virtual_chunk_container(
-        icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(str(netcdf.parent)))
-    )
-    access = icechunk.containers_credentials({prefix: icechunk.credentials.LocalFileSystemAccess})
-    storage = icechunk.local_filesystem_storage(str(where))
-    repo = icechunk.Repository.create(storage, config=config, authorize_virtual_chunk_access=access)
-    session = repo.writable_session("main")
-    virtual_dataset(netcdf).vz.to_icechunk(session.store)
-    session.commit("virtual references to a netCDF4 file")
-    reopened = icechunk.Repository.open(storage, authorize_virtual_chunk_access=access if authorize else None)
-    return reopened.readonly_session("main").store
+    pytest.importorskip("icechunk")
+    return virtual_repository(virtual_dataset(str(netcdf)), str(netcdf.parent), str(where), authorize)
 
 
 @pytest.fixture(scope="module")

@@ -150,33 +150,46 @@ class Virtual:
         return self.icechunk, None
 
 
-def virtual(path: str, nbytes: int) -> Virtual:
-    """Dataset V at ``path`` (a netCDF4 file), with its VirtualiZarr views."""
-    import icechunk
+def virtual_dataset(path: str) -> Any:
+    """VirtualiZarr's virtual dataset of the local netCDF4/HDF5 file ``path``."""
     from obspec_utils.registry import ObjectStoreRegistry
     from obstore.store import LocalStore
     from virtualizarr import open_virtual_dataset
     from virtualizarr.parsers import HDFParser
 
-    shape = write_netcdf(path, nbytes)
     registry = ObjectStoreRegistry({"file://": LocalStore()})
-    vds = open_virtual_dataset(f"file://{path}", registry=registry, parser=HDFParser())
-    references = vds.vz.to_kerchunk(format="dict")
-    folder = os.path.dirname(os.path.abspath(path))
-    prefix = f"file://{folder}/"
+    return open_virtual_dataset(f"file://{os.path.abspath(path)}", registry=registry, parser=HDFParser())
+
+
+def virtual_repository(vds: Any, folder: str, where: str, authorize: bool = True) -> Any:
+    """A read-only session of a new Icechunk repository at ``where`` holding ``vds``'s chunks as
+    virtual chunks in the files of ``folder`` (their container authorized when the repository is
+    opened for reading, unless not ``authorize``)."""
+    import icechunk
+
+    prefix = f"file://{os.path.abspath(folder)}/"
     config = icechunk.RepositoryConfig.default()
     config.set_virtual_chunk_container(
-        icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(folder))
+        icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(os.path.abspath(folder)))
     )
     access = icechunk.containers_credentials({prefix: icechunk.credentials.LocalFileSystemAccess})
-    where = f"{path}-icechunk"  # the manifest only: the chunks stay in the netCDF4 file
-    shutil.rmtree(where, ignore_errors=True)
     storage = icechunk.local_filesystem_storage(where)
     repo = icechunk.Repository.create(storage, config=config, authorize_virtual_chunk_access=access)
     session = repo.writable_session("main")
     vds.vz.to_icechunk(session.store)
-    session.commit("virtual chunks of the netCDF4 file")
-    return Virtual(path, shape, references, repo.readonly_session("main").store)
+    session.commit("virtual chunks")
+    reopened = icechunk.Repository.open(storage, authorize_virtual_chunk_access=access if authorize else None)
+    return reopened.readonly_session("main").store
+
+
+def virtual(path: str, nbytes: int) -> Virtual:
+    """Dataset V at ``path`` (a netCDF4 file), with its VirtualiZarr views."""
+    shape = write_netcdf(path, nbytes)
+    vds = virtual_dataset(path)
+    where = f"{path}-icechunk"  # the manifest only: the chunks stay in the netCDF4 file
+    shutil.rmtree(where, ignore_errors=True)
+    store = virtual_repository(vds, os.path.dirname(os.path.abspath(path)), where)
+    return Virtual(path, shape, vds.vz.to_kerchunk(format="dict"), store)
 
 
 def xarray_zarr_peer(view: Virtual) -> Callable[[], None]:
