@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Wheels of the stores users bring (Icechunk, obstore, VirtualiZarr with kerchunk, h5py and netCDF4,
-# universal-pathlib) and their dependencies for an offline GPU host (which has fsspec and msgpack), at
+# universal-pathlib) and their dependencies, and zlib-ng (the host's inflate), for an offline GPU host
+# (which has fsspec and msgpack), at
 # the versions the development environment has, into .whl-stores/. On the host: pip install --no-deps
 # --target /tmp/site .whl-stores/*.whl beside the main wheelhouse (.whl, ../shared/gpu/wheels.sh).
 # It also squeezes .whl (LZMA, nvCOMP's nvlzcat left out) so that both fit one device call's carry.
@@ -9,7 +10,7 @@ set -euo pipefail
 PY=${1:-.venv/bin/python}
 OUT=.whl-stores
 PKGS="icechunk obstore virtualizarr kerchunk h5py netCDF4 cftime certifi obspec-utils obspec ujson
-universal-pathlib pathlib-abc"
+universal-pathlib pathlib-abc zlib-ng"
 pins=()
 for p in $PKGS; do
     v=$("$PY" -m pip show "$p" 2>/dev/null | sed -n 's/^Version: //p')

@@ -11,6 +11,11 @@ numcodecs streams as zarr-python does (its output grows with what the blocks dec
 libraries: numcodecs' GZip (Python's gzip module: several members, zero padding after them), Zlib
 (``zlib.decompress``: bytes after the stream ignored, the Adler-32 verified), Zstd (libzstd), LZ4
 (liblz4's ``LZ4_decompress_safe``, as c-blosc calls it for its streams too) and Blosc (c-blosc).
+zlib streams are inflated by zlib-ng, zlib's inflate made faster (about twice its pace), through its
+package's copy of Python's ``zlib`` module: zlib's verdict on every stream (tests/test_reference.py
+holds them to it over thousands of damaged streams). gzip chunks keep Python's gzip module, whose
+reader is numcodecs' (zlib-ng's own gzip reader checks header CRCs that Python's skips). libdeflate
+and ISA-L are faster still but decode streams zlib refuses: docs/decisions/host-inflate.md.
 Each ``*_into`` here decodes a chunk that passed its host check; ``compressions.decode_into`` runs
 both. The ``*_at_most`` functions decode the streams that state no size (gzip, zlib, and numcodecs'
 BZ2 and LZMA, as Python's modules read them) to a bound: ``stored`` calls them for every chain the
@@ -23,10 +28,11 @@ import io
 import lzma
 import zlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numcodecs import LZ4, Blosc, Zstd
+from zlib_ng import zlib_ng
 
 
 def gzip_at_most(data: bytes | memoryview, limit: int, config: Mapping[str, Any] | None = None) -> bytes:
@@ -40,7 +46,7 @@ def gzip_at_most(data: bytes | memoryview, limit: int, config: Mapping[str, Any]
 
 def zlib_at_most(data: bytes | memoryview, limit: int, config: Mapping[str, Any] | None = None) -> bytes:
     """A zlib stream (bytes after it ignored, the Adler-32 verified), decoded to at most ``limit``."""
-    d = zlib.decompressobj()
+    d = zlib_ng.decompressobj()
     raw = d.decompress(data, limit + 1)
     if len(raw) > limit:
         raise ValueError(f"zlib stream decodes to more than {limit} bytes")
@@ -143,8 +149,17 @@ def blosc_into(data: bytes | memoryview, out: np.ndarray) -> str | None:
 
 
 Decode = Callable[[bytes | memoryview, np.ndarray], str | None]
+_ZLIB_NG_ERROR = cast(type[Exception], zlib_ng.error)  # its stubs declare an instance
 # what the libraries raise on damaged streams (LZMAError is an Exception; OSError covers gzip's)
-ERRORS = (OSError, EOFError, ValueError, RuntimeError, zlib.error, lzma.LZMAError)
+ERRORS: tuple[type[Exception], ...] = (
+    OSError,
+    EOFError,
+    ValueError,
+    RuntimeError,
+    zlib.error,
+    _ZLIB_NG_ERROR,
+    lzma.LZMAError,
+)
 
 
 def bounded(name: str, decode: Decode, data: bytes | memoryview, out: np.ndarray) -> str | None:
