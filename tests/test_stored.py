@@ -59,6 +59,12 @@ STAGES = [
     ),
     ("v2-raw", "<f8", _v2(compressors=None), (None, 8 * N, True, False)),
     ("v2-bz2", "<u1", _v2(compressors=numcodecs.BZ2(1)), ("bz2", N, True, False)),
+    (  # HDF5's chain as kerchunk and VirtualiZarr write it: the compressor as the last filter
+        "v2-shuffle-zlib-filters",
+        "<f4",
+        _v2(filters=[numcodecs.Shuffle(elementsize=4), numcodecs.Zlib(4)], compressors=None),
+        ("zlib", 4 * N, True, False),
+    ),
     (
         "v2-lzma-raw",
         "<u2",
@@ -167,10 +173,13 @@ def bombs():
     return {name: make() for name, (_, make) in BOMBS.items()}
 
 
-@pytest.mark.parametrize("unsized", [False, True], ids=["sized", "unsized-filter"])
+@pytest.mark.parametrize("unsized", [False, True, "as-filter"], ids=["sized", "unsized-filter", "as-filter"])
 @pytest.mark.parametrize("codec", list(BOMBS))
 def test_a_stream_that_inflates_past_the_chunk_is_refused(tmp_path, device, bombs, codec, unsized):
-    kw = _v2(filters=[Unsized()] if unsized else None, compressors=BOMBS[codec][0])
+    if unsized == "as-filter":  # the compressor written as the last filter (kerchunk's HDF5 chains)
+        kw = _v2(filters=[BOMBS[codec][0]], compressors=None)
+    else:
+        kw = _v2(filters=[Unsized()] if unsized else None, compressors=BOMBS[codec][0])
     _, path = _stored(tmp_path, kw)
     path.write_bytes(bombs[codec])
     tracemalloc.start()

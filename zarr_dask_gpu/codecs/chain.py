@@ -12,6 +12,20 @@ from .filters import encoded_itemsize, unsupported
 
 # numcodecs filters that zarr v3 writes as array-to-array codecs ("numcodecs.delta", ...)
 V3_FILTERS = ("delta", "fixedscaleoffset", "quantize", "bitround", "astype")
+# numcodecs compressors, which a v2 array may also list as its last filter
+V2_COMPRESSORS = ("zlib", "gzip", "bz2", "lzma", "zstd", "lz4", "blosc")
+
+
+def v2_codecs(metadata: ArrayV2Metadata) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """A v2 array's filters and compressor (their configurations). A compressor listed as the last
+    filter with no compressor after it is the compressor: kerchunk and VirtualiZarr write HDF5's
+    deflate so (``filters: [shuffle, zlib]``), and its stored bytes are the same as a compressor's."""
+    configs = [f.get_config() for f in metadata.filters or ()]
+    if metadata.compressor is not None:
+        return configs, metadata.compressor.get_config()
+    if configs and configs[-1]["id"] in V2_COMPRESSORS:
+        return configs[:-1], configs[-1]
+    return configs, None
 
 
 @dataclass(frozen=True)
@@ -171,8 +185,8 @@ def _classify_v3(docs: list[dict], ndim: int) -> ChainPlan:
 
 
 def _classify_v2(metadata: ArrayV2Metadata) -> ChainPlan:
-    configs = [f.get_config() for f in metadata.filters or ()]
-    comp = metadata.compressor.get_config()["id"] if metadata.compressor is not None else None
+    configs, compressor = v2_codecs(metadata)
+    comp = compressor["id"] if compressor is not None else None
     stages = (*[c["id"] for c in configs], *([comp] if comp else []))
     big_endian = metadata.dtype.to_native_dtype().byteorder == ">"
     why = unsupported(configs) or (
@@ -181,7 +195,7 @@ def _classify_v2(metadata: ArrayV2Metadata) -> ChainPlan:
     if why:
         return ChainPlan(stages, None, why)
     flt = tuple(tuple(sorted(c.items())) for c in configs)
-    cname = metadata.compressor.get_config().get("cname") if metadata.compressor and comp == "blosc" else None
+    cname = compressor.get("cname") if compressor is not None and comp == "blosc" else None
     row = compressions.from_v2(comp, cname)
     if row is None:
         what = f"blosc's {cname!r}" if comp == "blosc" else f"compressor {comp!r}"

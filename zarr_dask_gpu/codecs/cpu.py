@@ -47,7 +47,7 @@ def _transform(info: ArrayInfo) -> tuple[Outer | None, ChunkTransform | AsyncChu
             codecs: tuple[Any, ...]
             if isinstance(meta, ArrayV2Metadata):
                 # a pipeline iterates its codecs
-                whole = dataclasses.replace(meta, compressor=None) if rest else meta
+                whole = _without_compressor(meta) if rest else meta
                 codecs = tuple(cast(Iterable[Any], create_codec_pipeline(whole)))
             elif info.shard is None:
                 codecs = tuple(cast(Iterable[Any], create_codec_pipeline(meta)))
@@ -63,6 +63,13 @@ def _transform(info: ArrayInfo) -> tuple[Outer | None, ChunkTransform | AsyncChu
                 transform = AsyncChunkTransform(codecs=codecs)
             _transforms[token] = (outer, transform, spec)
         return _transforms[token]
+
+
+def _without_compressor(meta: ArrayV2Metadata) -> ArrayV2Metadata:
+    """``meta`` less its compressor (``chain.v2_codecs``: the last filter, where it stands for one)."""
+    if meta.compressor is not None:
+        return dataclasses.replace(meta, compressor=None)
+    return dataclasses.replace(meta, filters=tuple(meta.filters or ())[:-1] or None)
 
 
 def decode_chunk(info: ArrayInfo, coords: tuple[int, ...], data: memoryview) -> np.ndarray:

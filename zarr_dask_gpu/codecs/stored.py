@@ -21,7 +21,7 @@ from zarr.core.metadata import ArrayV2Metadata
 
 from ..metadata import ArrayInfo
 from . import headers, reference
-from .chain import V3_FILTERS, codec_doc
+from .chain import V3_FILTERS, codec_doc, v2_codecs
 from .filters import SUPPORTED, encoded_itemsize
 
 # (stored bytes, the size they decode to, whether that size is exact or only a bound) -> why not
@@ -108,12 +108,11 @@ def outer_stage(info: ArrayInfo) -> Outer | None:
     meta = info.metadata
     elems = int(np.prod(info.chunks, dtype=np.int64))
     if isinstance(meta, ArrayV2Metadata):
-        configs = [f.get_config() for f in meta.filters or ()]
+        configs, comp = v2_codecs(meta)
         sized = all(c["id"] in SUPPORTED for c in configs)
         size = elems * encoded_itemsize(configs, info.dtype) if sized else None
-        if meta.compressor is None:
+        if comp is None:
             return None if size is None else Outer(None, {}, size, True)
-        comp = meta.compressor.get_config()
         return _outer(comp["id"], comp, size, elems * info.dtype.itemsize, False, None)
     docs = [codec_doc(c) for c in meta.codecs]
     if info.shard is not None:  # the read unit is an inner chunk: the inner chain
