@@ -10,6 +10,7 @@ Valid but unusual chunks (several frames, skippable frames, no content size, che
 trailing bytes after a blosc payload, one-element and constant chunks) sit beside them.
 """
 
+import collections
 import struct
 import zlib
 from collections.abc import Callable, Iterator
@@ -1217,6 +1218,202 @@ def _zlib_cases(rng, scale) -> list[Case]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Deflate streams built bit by bit: every way a block can break, in zlib and gzip wrappers
+
+
+class _BitWriter:
+    """A Deflate bit writer: fields least significant bit first, Huffman codes most significant first."""
+
+    def __init__(self) -> None:
+        self.acc, self.n, self.out = 0, 0, bytearray()
+
+    def put(self, value: int, count: int) -> "_BitWriter":
+        self.acc |= value << self.n
+        self.n += count
+        while self.n >= 8:
+            self.out.append(self.acc & 0xFF)
+            self.acc >>= 8
+            self.n -= 8
+        return self
+
+    def code(self, code: int, length: int) -> "_BitWriter":
+        return self.put(int(f"{code:0{length}b}"[::-1], 2), length)
+
+    def align(self) -> "_BitWriter":
+        return self.put(0, -self.n % 8)
+
+    def done(self) -> bytes:
+        return bytes(self.out) + (bytes([self.acc]) if self.n else b"")
+
+
+def _canonical(lengths: list[int]) -> dict[int, tuple[int, int]]:
+    """Canonical Huffman codes (RFC 1951 3.2.2) of the symbols of nonzero ``lengths``: symbol -> (code,
+    length)."""
+    count = collections.Counter(n for n in lengths if n)
+    code, nxt = 0, {}
+    for bits in range(1, max(lengths, default=0) + 1):
+        code = (code + count[bits - 1]) << 1
+        nxt[bits] = code
+    out = {}
+    for sym, n in enumerate(lengths):
+        if n:
+            out[sym] = (nxt[n], n)
+            nxt[n] += 1
+    return out
+
+
+_CLEN_ORDER = (16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15)
+_A, _B, _C = 97, 98, 99
+
+
+def _dynamic(
+    lit: dict[int, int] | None = None,
+    dist: dict[int, int] | None = None,
+    clen: dict[int, int] | None = None,
+    hlit: int | None = None,
+    hdist: int | None = None,
+    lengths_prefix: tuple[tuple[int, int, int], ...] = (),
+    body: tuple[tuple[str, int], ...] = (
+        ("lit", _A),
+        ("lit", _B),
+        ("lit", _A),
+        ("lit", _B),
+        ("len", 257),
+        ("dist", 1),
+    ),
+) -> bytes:
+    """A final dynamic-Huffman block: literal/length code lengths ``lit`` (symbol -> length; by default
+    'a', 'b', end-of-block and length 3, two bits each), distance code lengths ``dist`` (by default
+    distances 1 and 2, one bit each), code-length code lengths ``clen`` (by default 0 to 15, four bits
+    each: complete), the header's symbol counts, code-length symbols sent before the lengths
+    (``lengths_prefix``: (symbol, extra bits, their count)), then ``body`` and end-of-block."""
+    lit = {_A: 2, _B: 2, 256: 2, 257: 2} if lit is None else lit
+    dist = {0: 1, 1: 1} if dist is None else dist
+    clen = {s: 4 for s in range(16)} if clen is None else clen
+    nlit, ndist = max(max(lit) + 1, 257), max(max(dist, default=0) + 1, 1)
+    lit_lengths = [lit.get(s, 0) for s in range(nlit)]
+    dist_lengths = [dist.get(s, 0) for s in range(ndist)]
+    clen_lengths = [clen.get(s, 0) for s in range(19)]
+    bits = _BitWriter().put(1, 1).put(2, 2)
+    bits.put((nlit if hlit is None else hlit) - 257, 5).put((ndist if hdist is None else hdist) - 1, 5)
+    bits.put(19 - 4, 4)
+    for s in _CLEN_ORDER:
+        bits.put(clen_lengths[s], 3)
+    cl = _canonical(clen_lengths)
+    for sym, extra, nbits in lengths_prefix:
+        bits.code(*cl[sym]).put(extra, nbits)
+    for n in lit_lengths + dist_lengths:
+        bits.code(*cl[n])
+    codes, dcodes = _canonical(lit_lengths), _canonical(dist_lengths)
+    for kind, sym in body:
+        bits.code(*(dcodes if kind == "dist" else codes)[sym])
+    if 256 in codes:
+        bits.code(*codes[256])
+    return bits.done()
+
+
+def _fixed(symbols: tuple[tuple[str, int], ...]) -> bytes:
+    """A final fixed-Huffman block of ``symbols`` (("lit", byte or length symbol) or ("dist", code)),
+    then end-of-block."""
+    bits = _BitWriter().put(1, 1).put(1, 2)
+    for kind, v in (*symbols, ("lit", 256)):
+        if kind == "dist":
+            bits.code(v, 5)
+        elif v < 144:
+            bits.code(0x30 + v, 8)
+        elif v < 256:
+            bits.code(0x190 + v - 144, 9)
+        elif v < 280:
+            bits.code(v - 256, 7)
+        else:
+            bits.code(0xC0 + v - 280, 8)
+    return bits.done()
+
+
+def _stored(payload: bytes, length: int | None = None, nlength: int | None = None) -> bytes:
+    n = len(payload) if length is None else length
+    nn = (~n & 0xFFFF) if nlength is None else nlength
+    return _BitWriter().put(1, 1).put(0, 2).align().done() + struct.pack("<HH", n, nn) + payload
+
+
+def deflate_damage() -> list[tuple[str, bytes]]:
+    """Raw Deflate streams, each one way a block breaks (or an unusual sound one, ``sound:``), as
+    (label, stream); zlib's inflate is the judge of each (its message in the comment)."""
+    ab = (("lit", _A), ("lit", _B), ("lit", _A), ("lit", _B))
+    return [
+        ("sound:dynamic-block", _dynamic()),
+        ("sound:one-distance-code", _dynamic(dist={1: 1})),  # an incomplete code of one symbol: allowed
+        ("sound:fixed-block", _fixed((*ab, ("lit", 257), ("dist", 1)))),
+        ("sound:stored-block", _stored(b"abcdefg")),
+        (
+            "deflate-block:reserved-type",
+            _BitWriter().put(1, 1).put(3, 2).put(0, 16).done(),
+        ),  # invalid block type
+        ("deflate-stored:nlen", _stored(b"abcdefg", nlength=0x1234)),  # invalid stored block lengths
+        ("deflate-stored:len-past-end", _stored(b"abcdefg", length=100)),  # truncated
+        ("deflate-header:hlit-287", _dynamic(hlit=287)),  # too many length or distance symbols
+        ("deflate-header:hdist-31", _dynamic(hdist=31)),
+        ("deflate-clen:oversubscribed", _dynamic(clen={s: 3 for s in range(16)})),  # invalid code lengths set
+        ("deflate-clen:incomplete", _dynamic(clen={s: 4 for s in range(15)} | {15: 0})),
+        (  # invalid bit length repeat: code 16 repeats a length before there is one
+            "deflate-clen:repeat-first",
+            _dynamic(clen={s: 4 for s in range(15)} | {16: 4}, lengths_prefix=((16, 0, 2),)),
+        ),
+        (  # invalid bit length repeat: code 18 repeats zero past the lengths' end
+            "deflate-clen:repeat-past-end",
+            _dynamic(clen={s: 4 for s in range(15)} | {18: 4}, lengths_prefix=((18, 127, 7), (18, 127, 7))),
+        ),
+        (
+            "deflate-lit:oversubscribed",
+            _dynamic(lit={_A: 2, _B: 2, _C: 2, 256: 2, 257: 2}),
+        ),  # invalid literal/lengths set
+        ("deflate-lit:incomplete", _dynamic(lit={_A: 2, _B: 2, 256: 2, 257: 3})),
+        ("deflate-lit:no-end-of-block", _dynamic(lit={_A: 2, _B: 2, _C: 2, 257: 2})),  # missing end-of-block
+        ("deflate-dist:oversubscribed", _dynamic(dist={0: 1, 1: 1, 2: 1})),  # invalid distances set
+        ("deflate-dist:incomplete", _dynamic(dist={0: 1, 1: 2})),
+        (
+            "deflate-dist:past-output-start",
+            _dynamic(body=(("lit", _A), ("len", 257), ("dist", 1))),
+        ),  # too far back
+        ("deflate-fixed:length-286", _fixed((*ab, ("lit", 286)))),  # invalid literal/length code
+        ("deflate-fixed:length-287", _fixed((*ab, ("lit", 287)))),
+        ("deflate-fixed:distance-30", _fixed((*ab, ("lit", 257), ("dist", 30)))),  # invalid distance code
+        ("deflate-fixed:no-end", _fixed(ab)[:-1]),  # truncated inside the block
+        ("deflate:empty", b""),
+    ]
+
+
+def _deflate_cases(rng, scale) -> list[Case]:
+    """``deflate_damage``'s streams in zlib and gzip wrappers (the checksums of what a sound stream
+    decodes to), at the size the sound stream decodes to, below it and above it (the output runs past
+    the chunk's end, or stops short of it)."""
+    cases = []
+    for label, raw in deflate_damage():
+        try:
+            out = zlib.decompress(raw, -15)
+        except zlib.error:
+            out = b"abab" + b"bab"
+        for codec, cfg in (
+            ("zlib", numcodecs.Zlib(1).get_config()),
+            ("gzip", numcodecs.GZip(1).get_config()),
+        ):
+            if codec == "zlib":
+                data = b"\x78\x01" + raw + struct.pack(">I", zlib.adler32(out))
+            else:
+                head = b"\x1f\x8b\x08\x00" + bytes(4) + b"\x00\xff"
+                data = head + raw + struct.pack("<II", zlib.crc32(out), len(out))
+            cases.append(Case(codec, label, data, len(out), 1, cfg))
+            if label.startswith("sound:") and len(out) > 1:
+                cases.append(
+                    Case(codec, f"deflate-size:{label[6:]}-past-chunk-end", data, len(out) - 1, 1, cfg)
+                )
+                cases.append(
+                    Case(codec, f"deflate-size:{label[6:]}-short-of-chunk-end", data, len(out) + 1, 1, cfg)
+                )
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
 # blosc
 
 
@@ -1373,6 +1570,7 @@ def corpus(seed: int = 0, scale: str = "ci") -> list[Case]:
         ("gzip", _gzip_cases),
         ("zlib", _zlib_cases),
         ("blosc", _blosc_cases),
+        ("deflate", _deflate_cases),
     ]
     out: list[Case] = []
     for i, (_, make) in enumerate(makers):
