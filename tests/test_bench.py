@@ -226,6 +226,13 @@ def test_datasets_lie_beside_a_and_are_written_as_described(tmp_path):
     assert d.metadata.zarr_format == 2 and "blosc" in str(d.compressors).lower()
     k = datasets.write("K", base, gib=0.01)
     assert k.compressors[0].checksum
+    zs = datasets.write("Zs", base, gib=0.02, chunk_mib=1)  # netCDF4's chain: byte shuffle, then zlib
+    assert [f.codec_id for f in zs.filters] == ["shuffle"] and zs.compressors[0].codec_id == "zlib"
+    n = datasets.write("N", base, gib=0.02)
+    assert n.chunks == (1, 1 << 18) and n.filters and n.compressors[0].get_config()["level"] == 4
+    lz4 = datasets.write("L", base, gib=0.02, chunk_mib=1)
+    assert lz4.metadata.zarr_format == 2 and lz4.compressors[0].codec_id == "lz4"
+    assert datasets.write("N", base, gib=0.02).attrs == n.attrs  # complete: reused, filters and all
     files = datasets.chunk_files(base + "-B")
     assert len(files) == b.nchunks and not [f for f in files if f.endswith(("zarr.json", ".zarray"))]
     assert datasets.main(["B", "--path", base, "--gib", "0.05"]) == 0  # complete: reused

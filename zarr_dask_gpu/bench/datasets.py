@@ -1,5 +1,5 @@
-"""The bench's datasets (the performance issues' A, B, C, D, K, A-large, E and Ez): what each is, where
-it lies beside dataset A's path, and how it is written (``sample.write_sample`` or
+"""The bench's datasets (A, B, C, D, K, A-large, E, Ez, and the serial streams' Z, Zs, N and L): what
+each is, where it lies beside dataset A's path, and how it is written (``sample.write_sample`` or
 ``sample.write_volume``; reused when complete).
 
     python3 -m zarr_dask_gpu.bench.datasets B C D   # writes them beside /tmp/bench-a.zarr
@@ -31,6 +31,24 @@ def _blosc_lz4() -> dict[str, Any]:
     return {"zarr_format": 2, "compressors": numcodecs.Blosc("lz4", shuffle=numcodecs.Blosc.SHUFFLE)}
 
 
+def _zlib(shuffle: bool) -> Callable[[], dict[str, Any]]:
+    """numcodecs' zlib at level 4 (zarr v2), after its byte shuffle where ``shuffle`` (netCDF4's chain)."""
+
+    def options() -> dict[str, Any]:
+        import numcodecs
+
+        filters = [numcodecs.Shuffle(elementsize=4)] if shuffle else None
+        return {"zarr_format": 2, "compressors": numcodecs.Zlib(level=4), "filters": filters}
+
+    return options
+
+
+def _lz4() -> dict[str, Any]:
+    import numcodecs
+
+    return {"zarr_format": 2, "compressors": numcodecs.LZ4()}  # a whole chunk as one lz4 block
+
+
 def _zstd_checksums() -> dict[str, Any]:
     from zarr.codecs import ZstdCodec
 
@@ -54,8 +72,8 @@ def _zstd_volume(path: str, nbytes: int, chunk: int) -> Any:
 class Dataset:
     """One dataset: ``fraction`` of ``--gib``, chunks of ``chunk_bytes`` (None: ``--chunk-mib``), at
     ``--path`` with ``suffix`` appended, written by ``writer``. ``codec`` is what its chunks are
-    ("zstd", "blosc-lz4", "blosc-zstd") and ``sharded`` whether its files are shards of them: the
-    rows that need either (``rows.NEEDS``) are left out for the others."""
+    ("zstd", "zlib", "lz4", "blosc-lz4", "blosc-zstd") and ``sharded`` whether its files are shards of
+    them: the rows that need either (``rows.NEEDS``) are left out for the others."""
 
     name: str
     about: str
@@ -98,6 +116,43 @@ DATASETS = {
             writer=_rows(_zstd_checksums),
         ),
         Dataset("A-large", "A's layout at 4x --gib (16 GiB: 2048 chunks of 8 MiB)", "-large", 4.0),
+        Dataset(
+            "Z",
+            "A's values, half its size, zarr v2 numcodecs zlib level 4",
+            "-Z",
+            0.5,
+            None,
+            "zlib",
+            writer=_rows(_zlib(False)),
+        ),
+        Dataset(
+            "Zs",
+            "Z with numcodecs' byte shuffle before zlib",
+            "-Zs",
+            0.5,
+            None,
+            "zlib",
+            writer=_rows(_zlib(True)),
+        ),
+        Dataset(
+            "N",
+            "netCDF4's layout as zarr: 1 MiB chunks, byte shuffle and zlib level 4, half of --gib (dataset "
+            "V is the same as a netCDF4 file)",
+            "-N",
+            0.5,
+            1 << 20,
+            "zlib",
+            writer=_rows(_zlib(True)),
+        ),
+        Dataset(
+            "L",
+            "A's values, a quarter of its size, zarr v2 numcodecs lz4 (a chunk is one lz4 block)",
+            "-L",
+            0.25,
+            None,
+            "lz4",
+            writer=_rows(_lz4),
+        ),
         Dataset(
             "E",
             "czarr's layout: float16 (n, 1024, 1024), blosc zstd clevel 1 bitshuffle, chunks of 256 MiB "

@@ -35,6 +35,8 @@ KINDS = (
     "ceiling-decode",
     "ceiling-blosc",
     "ceiling-h2d",
+    "ceiling-deflate",
+    "host-inflate",
     "cold",
     "cold-ceiling",
     "virtual",
@@ -55,13 +57,14 @@ SKIP_KEYS = (
     "virtual",
 )
 # what a row of EACH may need of a dataset (``Row.needs``): zstd to decode; files that are each one zstd
-# frame; files that are each one blosc frame, of zstd streams or of any
+# frame; files that are each one blosc frame, of zstd streams or of any; files that are each a zlib stream
 NEEDS: Mapping[str, Callable[[Dataset], bool]] = MappingProxyType(
     {
         "zstd": lambda d: d.codec in ("zstd", "blosc-zstd"),  # chunks or blosc streams
         "zstd-files": lambda d: d.codec == "zstd" and not d.sharded,
         "blosc-files": lambda d: d.codec.startswith("blosc") and not d.sharded,
         "blosc-zstd-files": lambda d: d.codec == "blosc-zstd" and not d.sharded,
+        "zlib-files": lambda d: d.codec == "zlib" and not d.sharded,
     }
 )
 
@@ -247,6 +250,18 @@ ROWS: tuple[Row, ...] = (
         _s(zstd_decoder="blocks"),
         EACH,
         needs="blosc-zstd-files",
+    ),
+    Row(
+        "{dataset}: ceiling: nvCOMP batched Deflate, {chunks} streams in one call, on device (trusted data)",
+        "ceiling-deflate",
+        dataset=EACH,
+        needs="zlib-files",
+    ),
+    Row(
+        "{dataset}: the host path's inflate alone, {chunks} chunks on the pool, into pinned memory",
+        "host-inflate",
+        dataset=EACH,
+        needs="zlib-files",
     ),
     Row("{dataset}: " + ZARR_GPU, "zarr-gpu", dataset=EACH, repeat=1, may_fail=True),
     Row("{dataset}: zarr-python (CPU) + cupy.asarray", "zarr-cpu", dataset=EACH, repeat=1, may_fail=True),

@@ -9,6 +9,7 @@ read first) but for the cold rows.
 """
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -52,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--datasets",
         default="A",
-        help="GPU datasets, comma-separated: A (default), "
+        help="datasets, comma-separated (the CPU run: at an eighth of their size): A (default), "
         + ", ".join(d for d in datasets.DATASETS if d != "A"),
     )
 
@@ -70,7 +71,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def run_cpu(args: argparse.Namespace) -> dict[str, Any]:
-    import dask
+    """The CPU run: dataset "cpu" (A's kind at an eighth of ``--gib``) and each other dataset of
+    ``--datasets`` at an eighth of its GPU size, beside it; each read by this package in CPU mode,
+    by dask's ``from_zarr`` and, for the other datasets, by zarr-python itself."""
     import dask.array as da
 
     from .. import from_zarr_gpu
@@ -84,12 +87,36 @@ def run_cpu(args: argparse.Namespace) -> dict[str, Any]:
         ),
         "dask.array.from_zarr": lambda: da.from_zarr(a),
     }
+    results = _cpu_rows(cases, a.nbytes, args.repeat)
+    for name in filter(None, args.datasets.split(",")):
+        if name == "A":
+            continue
+        b = datasets.write(name, datasets.path(datasets.CPU.name, args.path), args.gib / 8, args.chunk_mib)
+        print(f"{name}: {b.shape} chunks {b.chunks}, {b.nbytes / 1e9:.2f} GB")
+        mine: dict[str, Callable[[], Any]] = {
+            f"{name}: from_zarr_gpu(device='cpu'), default blocks": functools.partial(
+                from_zarr_gpu, b, device="cpu"
+            ),
+            f"{name}: dask.array.from_zarr": functools.partial(da.from_zarr, b),
+        }
+        results |= _cpu_rows(mine, b.nbytes, args.repeat)
+        t = timed(functools.partial(b.__getitem__, ...), args.repeat)
+        results[f"{name}: zarr-python a[...]"] = b.nbytes / t / 1e9
+        print(f"{name + ': zarr-python a[...]':52s} {b.nbytes / t / 1e9:6.2f} GB/s  ({t:.3f} s)")
+    return {"results": results, "meta": {"device": "cpu", "cpus": os.cpu_count(), "nbytes": a.nbytes}}
+
+
+def _cpu_rows(cases: dict[str, Callable[[], Any]], nbytes: int, repeat: int) -> dict[str, float]:
+    """Each case's graph summed on dask's threads, its GB/s: the median of ``repeat`` passes after a
+    warm-up, each pass's graph made anew (untimed)."""
+    import dask
+
     results = {}
     for name, make in cases.items():
         graph: list[Any] = []
 
         def build(make: Callable[[], Any] = make, graph: list[Any] = graph) -> None:
-            graph[:] = [make()]  # untimed: each pass's graph made anew
+            graph[:] = [make()]
 
         def compute(graph: list[Any] = graph) -> None:
             with dask.config.set(scheduler="threads"):
@@ -97,10 +124,10 @@ def run_cpu(args: argparse.Namespace) -> dict[str, Any]:
 
         build()
         compute()  # warm-up
-        t = timed(compute, args.repeat, build)
-        results[name] = a.nbytes / t / 1e9
-        print(f"{name:52s} {results[name]:6.2f} GB/s  ({t:.3f} s, median of {args.repeat})")
-    return {"results": results, "meta": {"device": "cpu", "cpus": os.cpu_count(), "nbytes": a.nbytes}}
+        t = timed(compute, repeat, build)
+        results[name] = nbytes / t / 1e9
+        print(f"{name:52s} {results[name]:6.2f} GB/s  ({t:.3f} s, median of {repeat})")
+    return results
 
 
 def chart(doc: dict[str, Any], path: str) -> None:
@@ -387,6 +414,29 @@ def _decode_ceiling(run: GpuRun, row: Row, name: str) -> tuple[float, int]:
     return seconds, d.nbytes
 
 
+def _deflate_ceiling(run: GpuRun, row: Row, name: str) -> tuple[float, int]:
+    """nvCOMP's Deflate over the dataset's zlib streams (``ceiling-deflate``), or the host path's
+    inflate alone (``host-inflate``); the first chunk checked against zarr-python's read (the
+    filters' output, before them undone, for a chain with filters: its inflate is checked by the
+    decode's own size check)."""
+    d = run.dataset(name)
+    a = d.array
+    chunk = math.prod(a.chunks) * a.dtype.itemsize
+    if row.kind == "ceiling-deflate":
+        body, out = ceilings.deflate_decode(d.files, chunk)
+    else:
+        body, out = ceilings.host_inflate(d.files, chunk, "zlib")
+    body()
+    if not a.filters:
+        first = out[:chunk].get() if row.kind == "ceiling-deflate" else out[:chunk]
+        want = a[tuple(slice(0, c) for c in a.chunks)]
+        assert np.array_equal(first.view(a.dtype).reshape(a.chunks), want), f"{row.name}: values differ"
+    seconds = timed(body, run.repeat(row))
+    del body, out
+    free_device()
+    return seconds, d.nbytes
+
+
 def _blosc_ceiling(run: GpuRun, row: Row, name: str) -> tuple[float, int]:
     from ..codecs import compressions
 
@@ -421,6 +471,8 @@ MEASURES: dict[str, Callable[[GpuRun, Row, str], tuple[float, int]]] = {
     "ceiling-read": _read_ceiling,
     "ceiling-decode": _decode_ceiling,
     "ceiling-blosc": _blosc_ceiling,
+    "ceiling-deflate": _deflate_ceiling,
+    "host-inflate": _deflate_ceiling,
     "ceiling-h2d": _h2d_ceiling,
     "virtual": _virtual,
     "virtual-peer": _virtual_peer,

@@ -7,8 +7,9 @@ once, reused); an obstore ``LocalStore`` over the same folder; a zarr ``MemorySt
 of every key (read through the store's own ``get``, the generic reader).
 
 ``virtual(path, nbytes)`` writes (or reuses) a netCDF4 file of float32 ``(n, 1024, 1024)`` in chunks of
-two slices (8 MiB), zlib level 4 with shuffle (the netCDF4 chain), and gives its kerchunk references
-and a read-only Icechunk session of virtual chunks, both made by VirtualiZarr.
+``(1, 512, 512)`` (1 MiB, a netCDF4 file's usual size), zlib level 4 with shuffle (the netCDF4
+chain), and gives its kerchunk references and a read-only Icechunk session of virtual chunks, both
+made by VirtualiZarr.
 """
 
 import os
@@ -22,7 +23,7 @@ import numpy as np
 STORES = ("icechunk", "obstore", "memory")
 VIEWS = ("kerchunk", "icechunk")  # dataset V's VirtualiZarr views
 _SIDE = 1024
-_DEPTH = 2  # slices a chunk: 8 MiB of float32
+_CHUNK = (1, 512, 512)  # 1 MiB of float32
 
 
 def _keys(path: str) -> dict[str, str]:
@@ -91,7 +92,7 @@ def write_netcdf(path: str, nbytes: int) -> tuple[int, int, int]:
     complete (its ``complete`` attribute is written last); returns its shape."""
     import netCDF4
 
-    n = max(nbytes // (_SIDE * _SIDE * 4) // _DEPTH, 1) * _DEPTH
+    n = max(nbytes // (_SIDE * _SIDE * 4), 1)
     shape = (n, _SIDE, _SIDE)
     if os.path.exists(path):
         with netCDF4.Dataset(path) as ds:
@@ -107,7 +108,7 @@ def write_netcdf(path: str, nbytes: int) -> tuple[int, int, int]:
             zlib=True,
             shuffle=True,
             complevel=4,
-            chunksizes=(_DEPTH, _SIDE, _SIDE),
+            chunksizes=_CHUNK,
         )
         rng = np.random.default_rng(0)
         y = np.sin(np.linspace(0, 6 * np.pi, _SIDE, dtype=np.float32))[:, None]
