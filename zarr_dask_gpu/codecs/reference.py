@@ -11,11 +11,11 @@ numcodecs streams as zarr-python does (its output grows with what the blocks dec
 libraries: numcodecs' GZip (Python's gzip module: several members, zero padding after them), Zlib
 (``zlib.decompress``: bytes after the stream ignored, the Adler-32 verified), Zstd (libzstd), LZ4
 (liblz4's ``LZ4_decompress_safe``, as c-blosc calls it for its streams too) and Blosc (c-blosc).
-zlib streams are inflated by zlib-ng, zlib's inflate made faster (about twice its pace), through its
-package's copy of Python's ``zlib`` module: zlib's verdict on every stream (tests/test_reference.py
-holds them to it over thousands of damaged streams). gzip chunks keep Python's gzip module, whose
-reader is numcodecs' (zlib-ng's own gzip reader checks header CRCs that Python's skips). libdeflate
-and ISA-L are faster still but decode streams zlib refuses: docs/decisions/host-inflate.md.
+Deflate streams are inflated by zlib-ng, zlib's inflate made faster (about twice its pace), through
+its package's copy of Python's ``zlib`` module: zlib's verdict on every stream; gzip members are read
+as Python's gzip module reads them (numcodecs' reader), their raw streams inflated by zlib-ng
+(tests/test_reference.py holds both to Python's modules over thousands of damaged streams).
+libdeflate and ISA-L are faster still but decode streams zlib refuses: docs/decisions/host-inflate.md.
 Each ``*_into`` here decodes a chunk that passed its host check; ``compressions.decode_into`` runs
 both. The ``*_at_most`` functions decode the streams that state no size (gzip, zlib, and numcodecs'
 BZ2 and LZMA, as Python's modules read them) to a bound: ``stored`` calls them for every chain the
@@ -24,8 +24,8 @@ host decodes, where zarr-python would inflate whatever the stream holds.
 
 import bz2
 import gzip
-import io
 import lzma
+import struct
 import zlib
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -36,12 +36,62 @@ from zlib_ng import zlib_ng
 
 
 def gzip_at_most(data: bytes | memoryview, limit: int, config: Mapping[str, Any] | None = None) -> bytes:
-    """A gzip chunk (several members, zero padding after them), decoded to at most ``limit`` bytes."""
-    with gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb") as f:
-        raw = f.read(limit + 1)  # reading past the end also checks the last member's CRC-32 and size
-    if len(raw) > limit:
+    """A gzip chunk decoded to at most ``limit`` bytes, member by member as Python's ``gzip.GzipFile``
+    reads it (numcodecs' GZip): each header's magic, method and optional fields (the header CRC
+    skipped, not checked), the raw Deflate stream, its CRC-32 and ISIZE, zero padding; the inflating
+    by zlib-ng."""
+    data = bytes(data)
+    parts: list[bytes] = []
+    total, pos, n = 0, 0, len(data)
+    while pos < n and total <= limit:
+        p = _gzip_header(data, pos)
+        d = zlib_ng.decompressobj(-zlib_ng.MAX_WBITS)
+        raw = d.decompress(data[p:], limit + 1 - total)
+        parts.append(raw)
+        total += len(raw)
+        if total > limit:
+            break
+        if not d.eof:
+            raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+        tail = d.unused_data
+        if len(tail) < 8:
+            raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+        crc, isize = struct.unpack_from("<II", tail)
+        if crc != zlib_ng.crc32(raw) or isize != len(raw) & 0xFFFFFFFF:
+            raise gzip.BadGzipFile("CRC check failed" if crc != zlib_ng.crc32(raw) else "Incorrect length")
+        pos = n - len(tail) + 8
+        while pos < n and data[pos] == 0:  # zero padding after a member
+            pos += 1
+    if total > limit:
         raise ValueError(f"gzip stream decodes to more than {limit} bytes")
-    return raw
+    return b"".join(parts)
+
+
+def _gzip_header(data: bytes, pos: int) -> int:
+    """Where the Deflate stream of the gzip member at ``pos`` starts, its header checked as Python's
+    ``gzip`` module checks it."""
+    if data[pos : pos + 2] != b"\x1f\x8b":
+        raise gzip.BadGzipFile(f"Not a gzipped file ({data[pos : pos + 2]!r})")
+    p = _need(data, pos + 2, 8)
+    method, flag = data[pos + 2], data[pos + 3]
+    if method != 8:
+        raise gzip.BadGzipFile("Unknown compression method")
+    if flag & 4:  # FEXTRA
+        q = _need(data, p, 2)
+        p = _need(data, q, int.from_bytes(data[p:q], "little"))
+    for field in (8, 16):  # FNAME, FCOMMENT: to a zero byte, or to the end
+        if flag & field:
+            end = data.find(b"\0", p)
+            p = len(data) if end < 0 else end + 1
+    if flag & 2:  # FHCRC: skipped
+        p = _need(data, p, 2)
+    return p
+
+
+def _need(data: bytes, p: int, k: int) -> int:
+    if p + k > len(data):
+        raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+    return p + k
 
 
 def zlib_at_most(data: bytes | memoryview, limit: int, config: Mapping[str, Any] | None = None) -> bytes:
@@ -109,13 +159,7 @@ def _exactly(name: str, at_most: AtMost, data: bytes | memoryview, out: np.ndarr
 
 
 def gzip_into(data: bytes | memoryview, out: np.ndarray) -> str | None:
-    # read straight into ``out``: the GPU path inflates every gzip chunk here
-    n = out.nbytes
-    with gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb") as f:
-        got = f.readinto(memoryview(out))
-        if got == n and f.read(1):  # read(1) also ends the last member: its CRC-32 and size
-            raise ValueError(f"gzip stream decodes to more than {n} bytes")
-    return wrong_size("gzip", got, n)
+    return _exactly("gzip", gzip_at_most, data, out)
 
 
 def zlib_into(data: bytes | memoryview, out: np.ndarray) -> str | None:
