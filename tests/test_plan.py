@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zarr_dask_gpu import MetadataError
-from zarr_dask_gpu.plan import block_chunks, block_pieces, decode_calls, joins
+from zarr_dask_gpu.plan import block_chunks, block_pieces, decode_calls, joins, read_groups
 
 
 @st.composite
@@ -186,3 +186,18 @@ def test_default_block_size_leaves_every_thread_work():
     assert default_block_size(info(1), "cpu") <= (1 << 30) // 4  # several per core
     with dask.config.set({"zarr_dask_gpu.block-size": "64MiB"}):  # set: the size on both
         assert default_block_size(info(16), "gpu") == default_block_size(info(16), "cpu") == 64 << 20
+
+
+@given(st.lists(st.one_of(st.none(), st.integers(0, 100)), max_size=40), st.integers(1, 150))
+def test_read_groups_cover_the_units_in_order_each_about_the_limit(sizes, limit):
+    groups = read_groups(sizes, limit)
+    assert [i for g in groups for i in g] == list(range(len(sizes)))
+    assert all(groups)
+    for g in groups[:-1]:  # a group closes once it holds the limit, not before
+        held = sum(sizes[i] or 0 for i in g)
+        assert held >= limit and held - (sizes[g[-1]] or 0) < limit
+
+
+def test_units_of_unknown_size_are_read_in_one_group():
+    assert read_groups([5, -1, None, 7], 1) == [[0, 1, 2, 3]]
+    assert read_groups([], 1) == []

@@ -163,3 +163,21 @@ def decode_calls(out_sizes: np.ndarray, limit: int | str | None) -> list[np.ndar
     cut = (np.cumsum(out_sizes) - 1) // max(parse_bytes(limit), 1)
     starts = np.flatnonzero(np.diff(cut, prepend=-1))
     return np.split(np.arange(len(out_sizes)), starts[1:])
+
+
+def read_groups(sizes: list[int | None], limit: int) -> list[list[int]]:
+    """Consecutive read units (``sizes``: their stored bytes; None where missing, -1 where unknown
+    until read) in groups of about ``limit`` stored bytes, each group read before its decode starts
+    while the next one reads. Units of unknown size (whole remote objects, whose reads wait on the
+    network rather than the disk) are read all at once: one group."""
+    if any(n is not None and n < 0 for n in sizes):
+        return [list(range(len(sizes)))] if sizes else []
+    groups: list[list[int]] = []
+    total = limit
+    for i, n in enumerate(sizes):
+        if total >= limit:
+            groups.append([])
+            total = 0
+        groups[-1].append(i)
+        total += n or 0
+    return groups
