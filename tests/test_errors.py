@@ -7,7 +7,7 @@ import numcodecs
 import numpy as np
 import pytest
 import zarr
-from zarr.codecs import ZstdCodec
+from zarr.codecs import GzipCodec, ZstdCodec
 
 from zarr_dask_gpu import ChunkDecodeError, MetadataError, MissingChunkError, from_zarr_gpu
 
@@ -165,7 +165,9 @@ def test_component_leaving_the_store_is_rejected(tmp_path, component):
         from_zarr_gpu(tmp_path / "g.zarr", component, device="cpu")
 
 
-@pytest.mark.parametrize("inner", [[], [ZstdCodec(level=1)]], ids=["raw", "zstd"])
+@pytest.mark.parametrize(
+    "inner", [[], [ZstdCodec(level=1)], [GzipCodec(level=1)]], ids=["raw", "zstd", "gzip"]
+)
 def test_crc32c_mismatch_raises_naming_key(tmp_path, device, inner):
     from zarr.codecs import Crc32cCodec
 

@@ -23,6 +23,8 @@ V3_COMPRESSORS = {
     "lz4": [nz3.LZ4()],
     "blosc": [BloscCodec(cname="lz4", shuffle="shuffle")],
     "crc32c": [ZstdCodec(level=1), Crc32cCodec()],
+    "gzip-crc32c": [GzipCodec(level=1), Crc32cCodec()],  # checked on the host, beside the inflate
+    "shuffle-zlib": [nz3.Shuffle(), nz3.Zlib(level=4)],  # netCDF4's chain
 }
 V2_COMPRESSORS = {
     "none": None,

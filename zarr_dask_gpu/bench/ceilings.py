@@ -1,7 +1,8 @@
 """The hardware ceilings the bench's rows are measured against, on a dataset's own chunk files:
 kvikio's multi-threaded raw read of every file, one batched zstd decode of every chunk already on the
 device (nvCOMP's, or this package's kernels), one batched decode of every inner stream of every
-blosc frame, nvCOMP's batched Deflate over every zlib chunk, the host's inflate alone on its pool,
+blosc frame, nvCOMP's batched Deflate or LZ4 over every chunk's one stream, the host's decode of them
+alone on its pool,
 and a pinned host-to-device copy. Each maker returns a body to time, holding its buffers
 until it is dropped. kvikio and cupy are imported when one is made."""
 
@@ -103,20 +104,28 @@ def zstd_decode(files: Sequence[str], chunk_nbytes: int, decoder: str) -> tuple[
     return _batched("zstd", src, sizes, dst, dst_sizes, decoder, (comp, out)), out
 
 
-def deflate_decode(files: Sequence[str], chunk_nbytes: int) -> tuple[Callable[[], None], Any]:
-    """Body: nvCOMP's batched Deflate over the raw Deflate stream of every zlib chunk file (read to the
-    device, each stream then gathered to an aligned offset: nvCOMP's rule), in one call, waited for;
-    and the output buffer, chunk ``i`` at ``i * chunk_nbytes``. nvCOMP is not hardened against
-    damaged streams: a figure for trusted data, not a path of the package."""
+# each serial stream's bytes before and after its payload, which nvCOMP decodes: zlib's header and
+# Adler-32 around a raw Deflate stream; numcodecs lz4's 4-byte size before one lz4 block
+_WRAPPERS = {"zlib": (2, 4), "lz4": (4, 0)}
+
+
+def stream_decode(
+    files: Sequence[str], chunk_nbytes: int, compression: str
+) -> tuple[Callable[[], None], Any]:
+    """Body: nvCOMP's batched decode of every chunk file's one stream (zlib: its raw Deflate stream;
+    lz4: its one block), read to the device and each gathered to an aligned offset (nvCOMP's rule),
+    in one call, waited for; and the output buffer, chunk ``i`` at ``i * chunk_nbytes``. nvCOMP is
+    not hardened against damaged streams: a figure for trusted data, not a path of the package."""
     import cupy as cp
 
     from ..gpu import decompress
     from ..gpu.gather import aligned
 
+    head, tail = _WRAPPERS[compression]
     sizes, offs = layout(files)
     comp = compressed(files)
     kvikio_read_all(files, comp)
-    raw, starts = aligned(comp, offs[:-1] + 2, sizes - 6, _ALIGN)  # less the zlib header and Adler-32
+    raw, starts = aligned(comp, offs[:-1] + head, sizes - head - tail, _ALIGN)
     out = cp.empty(chunk_nbytes * len(files), dtype=np.uint8)
     src = np.uint64(raw.data.ptr) + starts.astype(np.uint64)
     dst = np.uint64(out.data.ptr) + np.arange(len(files), dtype=np.uint64) * np.uint64(chunk_nbytes)
@@ -125,7 +134,7 @@ def deflate_decode(files: Sequence[str], chunk_nbytes: int) -> tuple[Callable[[]
 
     def run() -> None:
         with stream:
-            done = decompress.nvcomp("zlib", src, sizes - 6, dst, dst_sizes, stream)
+            done = decompress.nvcomp(compression, src, sizes - head - tail, dst, dst_sizes, stream)
             stream.synchronize()
             assert not done.failures(), done.failures()[:3]
 
@@ -133,10 +142,10 @@ def deflate_decode(files: Sequence[str], chunk_nbytes: int) -> tuple[Callable[[]
     return run, out
 
 
-def host_inflate(files: Sequence[str], chunk_nbytes: int, compression: str) -> tuple[Callable[[], None], Any]:
+def host_decode(files: Sequence[str], chunk_nbytes: int, compression: str) -> tuple[Callable[[], None], Any]:
     """Body: the GPU path's host decode alone: every chunk file's stream (its bytes already in memory)
     decoded by the reference library on the process's pool of ``cpu-threads`` into one pinned buffer,
-    as ``host_decode.decode_batch`` does, nothing copied to the device; and that buffer, chunk ``i`` at
+    as ``host_decode.start`` does, nothing copied to the device; and that buffer, chunk ``i`` at
     ``i * chunk_nbytes``."""
     from ..backends import decode_pool
     from ..codecs.compressions import decode_into

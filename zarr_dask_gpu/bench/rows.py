@@ -35,8 +35,8 @@ KINDS = (
     "ceiling-decode",
     "ceiling-blosc",
     "ceiling-h2d",
-    "ceiling-deflate",
-    "host-inflate",
+    "ceiling-stream",
+    "host-decode",
     "cold",
     "cold-ceiling",
     "virtual",
@@ -57,14 +57,15 @@ SKIP_KEYS = (
     "virtual",
 )
 # what a row of EACH may need of a dataset (``Row.needs``): zstd to decode; files that are each one zstd
-# frame; files that are each one blosc frame, of zstd streams or of any; files that are each a zlib stream
+# frame; files that are each one blosc frame, of zstd streams or of any; files that are each one zlib
+# stream or lz4 block
 NEEDS: Mapping[str, Callable[[Dataset], bool]] = MappingProxyType(
     {
         "zstd": lambda d: d.codec in ("zstd", "blosc-zstd"),  # chunks or blosc streams
         "zstd-files": lambda d: d.codec == "zstd" and not d.sharded,
         "blosc-files": lambda d: d.codec.startswith("blosc") and not d.sharded,
         "blosc-zstd-files": lambda d: d.codec == "blosc-zstd" and not d.sharded,
-        "zlib-files": lambda d: d.codec == "zlib" and not d.sharded,
+        "stream-files": lambda d: d.codec in ("zlib", "lz4") and not d.sharded,
     }
 )
 
@@ -252,16 +253,17 @@ ROWS: tuple[Row, ...] = (
         needs="blosc-zstd-files",
     ),
     Row(
-        "{dataset}: ceiling: nvCOMP batched Deflate, {chunks} streams in one call, on device (trusted data)",
-        "ceiling-deflate",
+        "{dataset}: ceiling: nvCOMP batched Deflate or LZ4, {chunks} streams in one call, on device "
+        "(trusted data)",
+        "ceiling-stream",
         dataset=EACH,
-        needs="zlib-files",
+        needs="stream-files",
     ),
     Row(
-        "{dataset}: the host path's inflate alone, {chunks} chunks on the pool, into pinned memory",
-        "host-inflate",
+        "{dataset}: the host path's decode alone, {chunks} chunks on the pool, into pinned memory",
+        "host-decode",
         dataset=EACH,
-        needs="zlib-files",
+        needs="stream-files",
     ),
     Row("{dataset}: " + ZARR_GPU, "zarr-gpu", dataset=EACH, repeat=1, may_fail=True),
     Row("{dataset}: zarr-python (CPU) + cupy.asarray", "zarr-cpu", dataset=EACH, repeat=1, may_fail=True),
