@@ -111,7 +111,7 @@ def host_decoded(
 
     if not parallel or len(pieces) < 2:
         return [one(i) for i in range(len(pieces))]
-    return list(_decode_pool(config.cpu_threads()).map(one, range(len(pieces))))
+    return list(decode_pool().map(one, range(len(pieces))))
 
 
 def host_block(
@@ -131,11 +131,16 @@ def host_block(
     return block, host_decoded(info, pieces, locate(info, [p.coords for p in pieces]), put, parallel=True)
 
 
+def decode_pool() -> ThreadPoolExecutor:
+    """The process's pool of ``cpu-threads`` for the chunks the host decodes (the libraries free the
+    GIL), CPU tasks' and the GPU path's alike: tasks running at once share it rather than each
+    starting threads of its own on the same cores."""
+    return _pool(config.cpu_threads())
+
+
 @functools.cache
-def _decode_pool(threads: int) -> ThreadPoolExecutor:
-    """One pool of ``cpu-threads`` for every CPU task's chunk decodes (numcodecs frees the GIL): tasks
-    running at once share it rather than each starting threads of its own on the same cores."""
+def _pool(threads: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(threads, thread_name_prefix="zarr-dask-gpu-decode")
 
 
-os.register_at_fork(after_in_child=_decode_pool.cache_clear)  # a forked child has none of the threads
+os.register_at_fork(after_in_child=_pool.cache_clear)  # a forked child has none of the threads

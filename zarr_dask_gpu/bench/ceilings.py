@@ -145,17 +145,18 @@ def stream_decode(
 def host_decode(files: Sequence[str], chunk_nbytes: int, compression: str) -> tuple[Callable[[], None], Any]:
     """Body: the GPU path's host decode alone: every chunk file's stream (its bytes already in memory)
     decoded by the reference library on the process's pool of ``cpu-threads`` into one pinned buffer,
-    as ``host_decode.start`` does, nothing copied to the device; and that buffer, chunk ``i`` at
+    as the GPU path's host decode does, nothing copied to the device; and that buffer, chunk ``i`` at
     ``i * chunk_nbytes``."""
+    import cupyx
+
     from ..backends import decode_pool
     from ..codecs.compressions import decode_into
-    from ..gpu.host_decode import pinned
 
     stored = []
     for f in files:
         with open(f, "rb") as fh:
             stored.append(fh.read())
-    out = pinned(chunk_nbytes * len(files))
+    out = cupyx.empty_pinned(chunk_nbytes * len(files), dtype=np.uint8)
 
     def one(i: int) -> None:
         why = decode_into(compression, stored[i], out[i * chunk_nbytes : (i + 1) * chunk_nbytes])
