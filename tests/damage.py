@@ -1217,6 +1217,25 @@ def _zlib_cases(rng, scale) -> list[Case]:
     return cases
 
 
+def zlib_array(path, shape: tuple[int, ...], chunks: tuple[int, ...], damaged: str | None = None):
+    """A zarr v2 float64 array of numcodecs zlib chunks at ``path``, values written; the chunk file
+    ``damaged`` (a key) with one byte in its middle flipped."""
+    import zarr
+
+    from .conftest import sample
+
+    a = zarr.create_array(
+        path, shape=shape, chunks=chunks, dtype="f8", zarr_format=2, compressors=numcodecs.Zlib(1)
+    )
+    a[...] = sample(shape, "f8")
+    if damaged is not None:
+        chunk = path / damaged
+        data = bytearray(chunk.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        chunk.write_bytes(bytes(data))
+    return a
+
+
 # ---------------------------------------------------------------------------------------------
 # Deflate streams built bit by bit: every way a block can break, in zlib and gzip wrappers
 

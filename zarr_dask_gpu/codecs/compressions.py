@@ -55,6 +55,10 @@ class Compression:
         The kind number of ``gpu/validate.py``'s walk for this stream, or None where there is none.
     nvcomp
         nvCOMP's name of the algorithm (its C API's ``nvcompBatched<Name>...``), or None.
+    host_from
+        Chunks that decode to this many bytes or more decode on the host instead (as ``"host"``
+        rows do): a stream that nvCOMP decodes with one thread block is slower there than on a CPU
+        core, and a block of such chunks has too few of them to fill the device. None: never.
     decode
         The reference library's bounded decode into an output of the decoded size: why it failed,
         or None when the output holds the chunk.
@@ -73,9 +77,14 @@ class Compression:
     skip: int = 0
     device_check: int | None = None
     nvcomp: str | None = None
+    host_from: int | None = None
 
 
-_HOST_COPY = "CPU (zlib), then copied to the device"
+# read into pinned host memory, decoded on the pool of cpu-threads, copied to the device once
+_HOST_COPY = (
+    "CPU (zlib-ng, on cpu-threads), then copied to the device once; with deflate-decoder: kernels, "
+    "GPU (inflate kernel, a thread a stream)"
+)
 
 _ROWS = (
     Compression("none", headers.check_raw, "none", None, "GPU (used as stored)"),
@@ -115,12 +124,14 @@ _ROWS = (
         headers.check_lz4,
         "nvcomp",
         reference.lz4_into,
-        "GPU (lz4 walk kernel, nvCOMP lz4)",
+        "GPU (lz4 walk kernel, nvCOMP lz4); chunks of 4 MiB or more: CPU (liblz4, on cpu-threads), "
+        "then copied to the device once",
         v2_ids=("lz4",),
         v3_names=("numcodecs.lz4",),
         skip=4,
         device_check=4,
         nvcomp="LZ4",
+        host_from=4 << 20,  # a whole chunk is one lz4 block: docs/performance.md, dataset L
     ),
     # blosc's inner lz4 streams: bare blocks, without numcodecs' size
     Compression(
@@ -179,6 +190,11 @@ def inner(row: Compression) -> Compression:
     """A blosc row's inner streams' row."""
     assert row.blosc is not None, row.name
     return COMPRESSIONS[row.blosc.streams]
+
+
+def on_host(row: Compression, decoded: int) -> bool:
+    """Whether the GPU path decodes chunks of ``row`` that decode to ``decoded`` bytes on the host."""
+    return row.decoder == "host" or (row.host_from is not None and decoded >= row.host_from)
 
 
 def info(row: Compression) -> str:

@@ -17,10 +17,10 @@ from ..backends import host_block
 from ..codecs import compressions
 from ..io import Staged, host_reader
 from ..metadata import ArrayInfo
-from ..plan import ChunkPiece, decode_calls
+from ..plan import ChunkPiece, decode_calls, read_groups
 from ..storage import Range, Source, locate
 from . import blosc, decompress, faults, host_decode, joined, phases, remote, setup, validate
-from .batch import ALIGN, Batch
+from .batch import ALIGN, Batch, expected_bytes
 from .gather import aligned
 from .reader import KvikioReader, upload
 from .slots import read_slot
@@ -82,7 +82,12 @@ class GpuBackend:
                 out = make_out()
                 results[k] = (out, _on_host(info, pieces, out))
                 continue
-            skip = compressions.get(chain.compression).skip
+            row = compressions.get(chain.compression)
+            host = compressions.on_host(row, expected_bytes(info, chain))
+            if host and decompress.decoder(row.name) != "kernels":  # the rest of the chain here
+                results[k] = _decoded_on_host(info, pieces, make_out)
+                continue
+            skip = row.skip
             reader = remote.device_reader(info)  # the store's choice: local files are batched
             if reader == "cufile":
                 local.setdefault((skip, id(info.store.fetcher)), []).append(k)
@@ -282,8 +287,47 @@ def _by_host(info: ArrayInfo, ranges: Sequence[Range | None], skip: int) -> Stag
     return Staged(upload(host.buffer), host.offsets, host.sizes)
 
 
-def _pinned(n: int) -> np.ndarray:
-    return cupyx.empty_pinned(max(n, 1), dtype=np.uint8)
+def _decoded_on_host(
+    info: ArrayInfo, pieces: Sequence[ChunkPiece], make_out: Callable[[], cp.ndarray]
+) -> tuple[cp.ndarray, list[bool]]:
+    """A block of chunks the host decodes (``compressions.on_host``), made once its first are read;
+    per piece, whether its chunk is stored. Its chunks are read by the store's host reader into
+    pinned memory in groups of about ``_HOST_GROUP`` stored bytes (``plan.read_groups``), each
+    group's decode started on the process's pool as soon as it is read (``host_decode.start``: every
+    chunk copied to the device once decoded), so that reads, decodes and copies overlap; the rest of
+    the chain (filters, byte order, layout) is undone on the device as for the chunks decoded there.
+    The pinned buffers are held until the task's wait."""
+    with read_slot():
+        ranges = _locate(info, pieces)
+    held = getattr(_held, "buffers", [])
+    out: cp.ndarray | None = None
+    started: list[tuple[list[int], Batch, host_decode.PendingDecode | None]] = []
+    stored = [False] * len(pieces)
+    try:
+        for group in read_groups([None if r is None else r.size for r in ranges], _HOST_GROUP):
+            with read_slot(), phases.record("read", chunks=len(group)):
+                staged = host_reader(info, empty=_pinned).read([ranges[i] for i in group])
+            held.append(staged.buffer)
+            out = make_out() if out is None else out
+            b = Batch.of(info, [pieces[i] for i in group], out, staged)
+            started.append((group, b, host_decode.start(b, staged.buffer) if len(b.present) else None))
+        with phases.record("decode", chunks=len(pieces)):
+            for group, b, decoding in started:
+                if decoding is not None:
+                    held.append(decoding.result())
+                for i, s in zip(group, b.assemble(), strict=True):
+                    stored[i] = s
+    finally:  # a group's failure raises only once no decode of the block can still copy
+        for _, _, decoding in started:
+            if decoding is not None:
+                decoding.settle()
+    return make_out() if out is None else out, stored
+
+
+_HOST_GROUP = 32 << 20  # stored bytes a group of a host-decoded block reads before its decode starts
+
+
+_pinned = host_decode.pinned
 
 
 def _on_host(info: ArrayInfo, pieces: Sequence[ChunkPiece], out: cp.ndarray) -> list[bool]:

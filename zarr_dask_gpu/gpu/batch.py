@@ -4,6 +4,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cupy as cp
+import google_crc32c
 import numpy as np
 
 from .. import config
@@ -57,8 +58,8 @@ class Batch:
 
     @classmethod
     def of(cls, info: ArrayInfo, pieces: Sequence[ChunkPiece], out: cp.ndarray, staged: Staged) -> "Batch":
-        """The batch of a block whose chunks ``staged`` holds, its raw chunks' sizes and crc32c
-        checksums checked.
+        """The batch of a block whose chunks ``staged`` holds (on the device, or on the host for the
+        compressions the host decodes), its raw chunks' sizes and crc32c checksums checked.
 
         Raises
         ------
@@ -78,7 +79,9 @@ class Batch:
                 info, pieces, present, [(j, "shorter than its crc32c") for j in np.flatnonzero(sizes < 4)]
             )
             if config.flag("verify-checksums"):
-                bad_crc = validate.crc32c_mismatches(staged.buffer, offsets, sizes)
+                on_device = isinstance(staged.buffer, cp.ndarray)
+                mismatches = validate.crc32c_mismatches if on_device else _crc32c_mismatches
+                bad_crc = mismatches(staged.buffer, offsets, sizes)
                 _raise_first(
                     info, pieces, present, [(int(j), "crc32c checksum does not match") for j in bad_crc]
                 )
@@ -141,6 +144,20 @@ class Batch:
 def expected_bytes(info: ArrayInfo, chain: GpuChain) -> int:
     """A chunk's decoded bytes, out of the decompressor (before the filters are undone)."""
     return int(np.prod(info.chunks)) * chain.stored_itemsize(info.dtype)
+
+
+def _crc32c_mismatches(buffer: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Indices of the chunks in host ``buffer`` whose last 4 bytes are not the crc32c of the rest."""
+    view = memoryview(buffer)
+    return np.array(
+        [
+            j
+            for j, (at, n) in enumerate(zip(offsets.tolist(), sizes.tolist(), strict=True))
+            if google_crc32c.value(bytes(view[at : at + n - 4]))
+            != int.from_bytes(view[at + n - 4 : at + n], "little")
+        ],
+        dtype=np.int64,
+    )
 
 
 def _raise_first(info: ArrayInfo, pieces: Sequence[ChunkPiece], present: np.ndarray, bad: list) -> None:
