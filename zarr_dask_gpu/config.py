@@ -74,6 +74,12 @@ SETTINGS: dict[str, Setting] = {
         "zstd on the GPU: this package's kernels, or nvCOMP (trusted data only)",
         choices=("blocks", "nvcomp"),
     ),
+    "deflate-decoder": Setting(
+        "host",
+        "choice",
+        "gzip and zlib on the GPU path: the host's cores, or this package's inflate kernel",
+        choices=("host", "kernels"),
+    ),
     "read-slots": Setting(2, "int", "tasks of a process reading at once on the GPU path (0: all)"),
     "remote-io": Setting(
         "auto", "choice", "how the GPU path reads remote chunks", choices=("auto", "kvikio", "fsspec")

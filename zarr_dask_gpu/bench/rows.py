@@ -66,6 +66,7 @@ NEEDS: Mapping[str, Callable[[Dataset], bool]] = MappingProxyType(
         "blosc-files": lambda d: d.codec.startswith("blosc") and not d.sharded,
         "blosc-zstd-files": lambda d: d.codec == "blosc-zstd" and not d.sharded,
         "stream-files": lambda d: d.codec in ("zlib", "lz4") and not d.sharded,
+        "deflate": lambda d: d.codec == "zlib",
     }
 )
 
@@ -252,6 +253,8 @@ ROWS: tuple[Row, ...] = (
         EACH,
         needs="blosc-zstd-files",
     ),
+    # this package's inflate kernel, a thread a stream, against the host's cores
+    Row("{dataset}: same, {label}", settings=_s(deflate_decoder="kernels"), dataset=EACH, needs="deflate"),
     Row(
         "{dataset}: ceiling: nvCOMP batched Deflate or LZ4, {chunks} streams in one call, on device "
         "(trusted data)",

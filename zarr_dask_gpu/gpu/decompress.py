@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import config
 from ..codecs import compressions
-from . import host_decode, transfer, zstd_blocks
+from . import host_decode, inflate, transfer, zstd_blocks
 from .sync import wait
 
 _STATUS = {  # nvcompStatus_t (nvcomp/shared_types.h)
@@ -96,7 +96,7 @@ def launch(
     dst: np.ndarray,
     dst_sizes: np.ndarray,
     stream: cp.cuda.Stream,
-) -> "Decode | zstd_blocks.Decode | host_decode.Decoded":
+) -> "Decode | zstd_blocks.Decode | inflate.Decode | host_decode.Decoded":
     """Decode chunk ``i`` (``src_sizes[i]`` bytes at device address ``src[i]``) into ``dst_sizes[i]``
     bytes at device address ``dst[i]``, in one batch on ``stream`` (the current stream), by the decoder
     ``decoder(compression)`` names: zstd by this package's kernels (the chunks they refuse or leave
@@ -111,6 +111,8 @@ def launch(
             )
             return [(int(which[j]), why) for j, why in done.failures()]
 
+        if compression in inflate.WRAPPERS:
+            return inflate.launch(compression, src, src_sizes, dst, dst_sizes, stream, on_host)
         return zstd_blocks.launch(
             src, src_sizes, dst, dst_sizes, stream, on_host, config.flag("verify-checksums")
         )
@@ -122,9 +124,12 @@ def launch(
 def decoder(compression: str) -> str:
     """ "kernels", "host" or "nvcomp": who decodes ``compression`` (its row's ``decoder``: nvCOMP 6.0
     is not hardened against damaged frames, so it gets only what a device walk has proven sound,
-    docs/design.md); ``zstd-decoder: nvcomp`` hands zstd to nvCOMP, for trusted data only."""
+    docs/design.md); ``zstd-decoder: nvcomp`` hands zstd to nvCOMP, for trusted data only;
+    ``deflate-decoder: kernels`` hands gzip and zlib to this package's inflate kernel."""
     if compression == "zstd" and config.choice("zstd-decoder") == "nvcomp":
         return "nvcomp"
+    if compression in inflate.WRAPPERS and config.choice("deflate-decoder") == "kernels":
+        return "kernels"
     return compressions.get(compression).decoder
 
 

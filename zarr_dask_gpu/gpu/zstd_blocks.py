@@ -154,7 +154,9 @@ def _run(name: str, items: int, *args: object, threads: int = _THREADS) -> None:
 
 class Decode:
     """One launched batch: its frames' statuses, and the device memory the kernels use, held until the
-    statuses are read once the stream has run."""
+    statuses are read once the stream has run. ``reasons`` names the kernels' statuses."""
+
+    reasons: dict[int, str] = REASONS
 
     def __init__(
         self,
@@ -176,7 +178,7 @@ class Decode:
         if not len(refused):
             return []
         host = dict(self.fallback(refused))
-        kernels = {int(i): REASONS.get(int(status[i])) for i in refused}  # none for 5
+        kernels = {int(i): self.reasons.get(int(status[i])) for i in refused}  # zstd: none for 5
         return [(i, host_decode.both_reasons(why, host[i])) for i, why in kernels.items() if i in host]
 
 

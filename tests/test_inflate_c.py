@@ -1,0 +1,105 @@
+"""This package's inflate kernel (``gpu/cuda/inflate.cu``), compiled as C with AddressSanitizer, against
+the reference: every zlib and gzip chunk of the damage corpus (tests/damage.py, its Deflate streams
+built bit by bit among them) and thousands of streams of every block kind with bits flipped, cut
+short or given the wrong size. A stream the kernel accepts decodes to exactly the reference's bytes
+(zlib; Python's gzip reader); every sound stream zlib writes is accepted; no read or write leaves its
+buffer whatever the bytes. What it refuses the GPU pipeline hands to the reference on the host."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from zarr_dask_gpu.gpu import kernels
+
+from .test_kernels_c import _asan
+
+pytestmark = pytest.mark.skipif(_asan() is None, reason="needs a C compiler with AddressSanitizer")
+
+SOURCE = kernels.CUDA / "inflate.cu"
+HUFF = 2 * (16 + 288 + 512) + 4  # sizeof(ihuff)
+
+SCRIPT = r"""
+import collections, ctypes, json, sys, zlib
+import numpy as np
+sys.path.insert(0, {root!r})
+from tests import damage
+from zarr_dask_gpu.codecs import reference as host
+
+lib = ctypes.CDLL({so!r})
+p = lambda a: a.ctypes.data_as(ctypes.c_void_p)
+table = np.zeros(256, np.uint32)
+lib.if_crc_table(p(table), ctypes.c_longlong(0), ctypes.c_longlong(1))
+WRAPPERS = {{"zlib": 1, "gzip": 2}}
+
+def kernel(data, cap, codec):
+    src = np.frombuffer(data, np.uint8).copy()  # exactly the stream: any read past it is seen
+    out = np.zeros(cap, np.uint8)
+    lit, dist = np.zeros({huff}, np.uint8), np.zeros({huff}, np.uint8)
+    st = lib.inflate_item(p(src), ctypes.c_longlong(len(data)), p(out), ctypes.c_longlong(cap),
+                          ctypes.c_int(WRAPPERS[codec]), p(table), p(lit), p(dist))
+    return st, out.tobytes()
+
+def reference(data, cap, codec):
+    try:
+        raw = bytes((host.zlib_at_most if codec == "zlib" else host.gzip_at_most)(data, cap, None))
+    except host.ERRORS:
+        return None
+    return raw if len(raw) == cap else None
+
+counts = collections.Counter()
+def judge(data, cap, codec, sound=False):
+    st, got = kernel(data, cap, codec)
+    want = reference(data, cap, codec)
+    verdict = "decodes" if want is not None else "refuses"
+    counts[f"{{codec}} {{'accepted' if st == 0 else 'refused'}}, reference {{verdict}}"] += 1
+    where = (codec, data[:16].hex(), cap)
+    assert st != 0 or got == want, ("accepted what the reference does not decode alike", where)
+    assert not sound or st == 0, ("refused a sound stream", where)
+
+for case in damage.corpus(0, "ci"):
+    if case.codec in WRAPPERS:
+        judge(case.data, case.size, case.codec)
+
+rng = np.random.default_rng(3)
+smooth = np.cumsum(rng.standard_normal(30000)).astype(np.float32).round(1).tobytes()
+texts = [b"a", b"abc" * 130, rng.integers(0, 256, 3000, dtype=np.uint8).tobytes(), smooth, bytes(70000)]
+for codec, wbits in (("zlib", 15), ("zlib", 9), ("gzip", 31)):
+    for raw in texts:
+        for level, strategy in ((0, 0), (1, zlib.Z_FIXED), (6, 0), (9, zlib.Z_HUFFMAN_ONLY), (4, zlib.Z_RLE)):
+            c = zlib.compressobj(level, zlib.DEFLATED, wbits, 9, strategy)
+            data = c.compress(raw) + c.flush()
+            judge(data, len(raw), codec, sound=True)
+            judge(data + b"xy" if codec == "zlib" else data + bytes(3), len(raw), codec, sound=True)
+            judge(data, len(raw) + 1, codec)
+            if len(raw) > 1:
+                judge(data, len(raw) - 1, codec)
+            for _ in range({mutations}):
+                d = bytearray(data)
+                for _ in range(int(rng.integers(1, 3))):
+                    at = int(rng.integers(0, len(d)))
+                    d[at] ^= 1 << int(rng.integers(0, 8))
+                judge(bytes(d), len(raw), codec)
+            for k in rng.integers(0, len(data), 10):
+                judge(data[:k], len(raw), codec)
+print(json.dumps(counts))
+"""
+
+
+def test_the_kernel_accepts_only_what_the_reference_decodes_alike_and_stays_in_bounds(tmp_path):
+    asan = _asan()
+    so = tmp_path / "inflate.so"
+    flags = ["-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer", "-shared", "-fPIC"]
+    subprocess.run(["cc", *flags, "-x", "c", "-o", str(so), str(SOURCE)], check=True)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = SCRIPT.format(root=root, so=str(so), huff=HUFF, mutations=150)
+    env = {**os.environ, "LD_PRELOAD": asan, "ASAN_OPTIONS": "detect_leaks=0:allocator_may_return_null=1"}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=1200)
+    assert run.returncode == 0, run.stderr[-4000:]
+    counts = json.loads(run.stdout.strip().splitlines()[-1])
+    print(counts)
+    for codec in ("zlib", "gzip"):
+        assert counts[f"{codec} accepted, reference decodes"] > 100
+        assert counts[f"{codec} refused, reference refuses"] > 1000
