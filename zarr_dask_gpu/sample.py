@@ -18,22 +18,20 @@ def write_sample(
     shard_bytes: int | None = None,
     zarr_format: Literal[2, 3] = 3,
     compressors: Any = "auto",
-    filters: Any = "auto",
 ) -> zarr.Array:
     """Write (or reuse, if it already matches) a 2-d float32 array of about ``nbytes``.
 
     Rows are a smooth wave plus noise rounded to 0.1, which zstd compresses about threefold, like
     gridded geophysical fields. Chunks of ``chunk_bytes`` are whole rows, or parts of one row when
     smaller than a row; ``shard_bytes`` groups whole rows of chunks into shards (zarr v3). The codecs
-    are zarr's defaults (v3: bytes and zstd) unless ``compressors`` and ``filters`` say otherwise.
+    are zarr's defaults (v3: bytes and zstd) unless ``compressors`` says otherwise.
     """
     row = _COLS * 4
     chunks = (max(chunk_bytes // row, 1), _COLS) if chunk_bytes >= row else (1, chunk_bytes // 4)
     shards = (max(shard_bytes // row, chunks[0]), _COLS) if shard_bytes else None
     unit = shards[0] if shards else chunks[0]
     rows = max(nbytes // row // unit, 1) * unit
-    mark = _mark(compressors) + (f"; filters={filters!r}" if filters != "auto" else "")
-    a = _complete(path, zarr_format, (rows, _COLS), chunks, shards, np.dtype("f4"), mark)
+    a = _complete(path, zarr_format, (rows, _COLS), chunks, shards, np.dtype("f4"), _mark(compressors))
     if a is not None:
         return a
     a = zarr.create_array(
@@ -45,7 +43,6 @@ def write_sample(
         overwrite=True,
         zarr_format=zarr_format,
         compressors=compressors,
-        filters=filters,
     )
     rng = np.random.default_rng(0)
     t = np.linspace(0, 40 * np.pi, _COLS, dtype=np.float32)
@@ -54,7 +51,7 @@ def write_sample(
         n = min(slab, rows - r)
         noise = rng.standard_normal((n, _COLS), dtype=np.float32)
         a[r : r + n] = np.round(np.sin(t + r)[None, :] * 10 + noise, 1)
-    a.attrs[_MARK] = mark  # last: a store cut short is not reused
+    a.attrs[_MARK] = _mark(compressors)  # last: a store cut short is not reused
     return a
 
 

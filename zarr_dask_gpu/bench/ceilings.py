@@ -2,9 +2,8 @@
 kvikio's multi-threaded raw read of every file, one batched zstd decode of every chunk already on the
 device (nvCOMP's, or this package's kernels), one batched decode of every inner stream of every
 blosc frame, nvCOMP's batched Deflate or LZ4 over every chunk's one stream, the host's decode of them
-alone on its pool,
-and a pinned host-to-device copy. Each maker returns a body to time, holding its buffers
-until it is dropped. kvikio and cupy are imported when one is made."""
+alone on its pool, and a pinned host-to-device copy. Each maker returns a body to time, holding its
+buffers until it is dropped. kvikio and cupy are imported when one is made."""
 
 import os
 from collections.abc import Callable, Sequence
