@@ -41,12 +41,13 @@ def gzip_at_most(data: bytes | memoryview, limit: int, config: Mapping[str, Any]
     skipped, not checked), the raw Deflate stream, its CRC-32 and ISIZE, zero padding; the inflating
     by zlib-ng."""
     data = bytes(data)
+    view = memoryview(data)
     parts: list[bytes] = []
     total, pos, n = 0, 0, len(data)
     while pos < n and total <= limit:
         p = _gzip_header(data, pos)
         d = zlib_ng.decompressobj(-zlib_ng.MAX_WBITS)
-        raw = d.decompress(data[p:], limit + 1 - total)
+        raw = d.decompress(view[p:], limit + 1 - total)
         parts.append(raw)
         total += len(raw)
         if total > limit:
@@ -57,8 +58,10 @@ def gzip_at_most(data: bytes | memoryview, limit: int, config: Mapping[str, Any]
         if len(tail) < 8:
             raise EOFError("Compressed file ended before the end-of-stream marker was reached")
         crc, isize = struct.unpack_from("<II", tail)
-        if crc != zlib_ng.crc32(raw) or isize != len(raw) & 0xFFFFFFFF:
-            raise gzip.BadGzipFile("CRC check failed" if crc != zlib_ng.crc32(raw) else "Incorrect length")
+        if crc != zlib_ng.crc32(raw):
+            raise gzip.BadGzipFile("CRC check failed")
+        if isize != len(raw) & 0xFFFFFFFF:
+            raise gzip.BadGzipFile("Incorrect length of data produced")
         pos = n - len(tail) + 8
         while pos < n and data[pos] == 0:  # zero padding after a member
             pos += 1

@@ -161,6 +161,11 @@ def _v3_sizes(docs: list[dict[str, Any]], elems: int, dtype: np.dtype) -> list[i
     return sizes
 
 
+def crc32c_matches(chunk: bytes | memoryview) -> bool:
+    """Whether a stored chunk's last 4 bytes are the crc32c of the rest (the v3 codec's layout)."""
+    return google_crc32c.value(bytes(chunk[:-4])) == int.from_bytes(chunk[-4:], "little")
+
+
 def open_stored(outer: Outer, data: memoryview) -> bytes | memoryview:
     """Check a stored chunk's outermost stage and, for a stream that states no size, decode it.
 
@@ -189,7 +194,7 @@ def open_stored(outer: Outer, data: memoryview) -> bytes | memoryview:
         raise ValueError(why)
     if guard.at_most is None:
         return data
-    if outer.crc32c and google_crc32c.value(bytes(payload)) != int.from_bytes(data[-4:], "little"):
+    if outer.crc32c and not crc32c_matches(data):
         raise ValueError("crc32c checksum does not match")
     raw = guard.at_most(payload, outer.size, outer.config)
     why = reference.wrong_size(str(outer.codec), len(raw), outer.size) if outer.exact else None

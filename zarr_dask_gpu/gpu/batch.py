@@ -4,12 +4,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cupy as cp
-import google_crc32c
 import numpy as np
 
 from .. import config
 from ..codecs.chain import GpuChain
 from ..codecs.logical import logical_chunk
+from ..codecs.stored import crc32c_matches
 from ..errors import ChunkDecodeError
 from ..io import Staged
 from ..metadata import ArrayInfo
@@ -149,15 +149,8 @@ def expected_bytes(info: ArrayInfo, chain: GpuChain) -> int:
 def _crc32c_mismatches(buffer: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """Indices of the chunks in host ``buffer`` whose last 4 bytes are not the crc32c of the rest."""
     view = memoryview(buffer)
-    return np.array(
-        [
-            j
-            for j, (at, n) in enumerate(zip(offsets.tolist(), sizes.tolist(), strict=True))
-            if google_crc32c.value(bytes(view[at : at + n - 4]))
-            != int.from_bytes(view[at + n - 4 : at + n], "little")
-        ],
-        dtype=np.int64,
-    )
+    spans = zip(offsets.tolist(), sizes.tolist(), strict=True)
+    return np.array([j for j, (at, n) in enumerate(spans) if not crc32c_matches(view[at : at + n])], np.int64)
 
 
 def _raise_first(info: ArrayInfo, pieces: Sequence[ChunkPiece], present: np.ndarray, bad: list) -> None:
