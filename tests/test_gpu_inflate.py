@@ -28,6 +28,30 @@ def _reference(data: bytes, cap: int, codec: str) -> bytes | None:
     return raw if len(raw) == cap else None
 
 
+def _sound(codec: str) -> list[damage.Case]:
+    """Streams zlib writes at every level and strategy, over texts whose matches overlap (runs), reach
+    far back, or are few: a warp's lanes split their copies and checksums."""
+    import zlib
+
+    rng = np.random.default_rng(5)
+    smooth = np.cumsum(rng.standard_normal(300_000)).astype(np.float32).round(1).tobytes()
+    texts = [
+        b"a",
+        b"abc" * 13_000,
+        rng.integers(0, 256, 70_000, dtype=np.uint8).tobytes(),
+        smooth,
+        bytes(700_000),
+    ]
+    wbits = {"zlib": 15, "gzip": 31}[codec]
+    out = []
+    for raw in texts:
+        for level, strategy in ((0, 0), (1, zlib.Z_FIXED), (4, 0), (9, zlib.Z_HUFFMAN_ONLY), (4, zlib.Z_RLE)):
+            c = zlib.compressobj(level, zlib.DEFLATED, wbits, 9, strategy)
+            label = f"sound:level {level}, strategy {strategy}, {len(raw)} bytes"
+            out.append(damage.Case(codec, label, c.compress(raw) + c.flush(), len(raw), 1, {}))
+    return out
+
+
 def test_the_kernel_accepts_in_one_batch_only_what_the_reference_decodes_alike():
     import cupy as cp
 
@@ -35,7 +59,7 @@ def test_the_kernel_accepts_in_one_batch_only_what_the_reference_decodes_alike()
 
     cases = [c for c in damage.corpus(0, "ci") if c.codec in inflate.WRAPPERS]
     for codec in inflate.WRAPPERS:
-        mine = [c for c in cases if c.codec == codec]
+        mine = [c for c in cases if c.codec == codec] + _sound(codec)
         blob = cp.asarray(np.frombuffer(b"".join(c.data for c in mine) + b"\0", np.uint8))
         at = np.cumsum([0, *[len(c.data) for c in mine]])
         sizes = np.array([c.size for c in mine], np.int64)

@@ -19,7 +19,7 @@ from .test_kernels_c import _asan
 pytestmark = pytest.mark.skipif(_asan() is None, reason="needs a C compiler with AddressSanitizer")
 
 SOURCE = kernels.CUDA / "inflate.cu"
-HUFF = 2 * (16 + 288 + 512) + 4  # sizeof(ihuff)
+HUFF = 2 * (16 + 288 + 1024) + 4  # sizeof(ihuff)
 
 SCRIPT = r"""
 import collections, ctypes, json, sys, zlib
@@ -103,3 +103,48 @@ def test_the_kernel_accepts_only_what_the_reference_decodes_alike_and_stays_in_b
     for codec in ("zlib", "gzip"):
         assert counts[f"{codec} accepted, reference decodes"] > 100
         assert counts[f"{codec} refused, reference refuses"] > 1000
+
+
+def test_checksums_joined_from_slices_are_zlibs(tmp_path):
+    """The kernel's lanes each sum a slice of a chunk and join the sums (zlib's adler32_combine and
+    crc32_combine); joined over slices of every length, empty ones among them, they are zlib's."""
+    import ctypes
+    import zlib
+
+    import numpy as np
+
+    so = tmp_path / "inflate.so"
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-x", "c", "-o", str(so), str(SOURCE)], check=True)
+    lib = ctypes.CDLL(str(so))
+    for name in ("if_adler32", "if_adler32_join", "if_crc32", "if_crc32_join"):
+        getattr(lib, name).restype = ctypes.c_uint32
+    table = np.zeros(256, np.uint32)
+    lib.if_crc_table(table.ctypes.data_as(ctypes.c_void_p), ctypes.c_longlong(0), ctypes.c_longlong(1))
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 31, 32, 33, 5552, 5553, 100_000, 1_048_577):
+        data = rng.integers(0, 256, n, dtype=np.uint8)
+        for lanes in (1, 2, 32):
+            slice_ = (n + lanes - 1) // lanes
+            adler = crc = None
+            for j in range(lanes):
+                part = data[j * slice_ : (j + 1) * slice_]
+                at, k = ctypes.c_void_p(part.ctypes.data), ctypes.c_longlong(len(part))
+                a, c = lib.if_adler32(at, k), lib.if_crc32(at, k, table.ctypes.data_as(ctypes.c_void_p))
+                adler = a if adler is None else lib.if_adler32_join(adler, a, k)
+                crc = c if crc is None else lib.if_crc32_join(crc, c, k)
+            assert (adler, crc) == (zlib.adler32(data.tobytes()), zlib.crc32(data.tobytes())), (n, lanes)
+
+
+def test_the_launch_matches_the_kernels_streams_a_block():
+    import ast
+    import re
+
+    defines = dict(re.findall(r"^#define (IF_WARPS) (\d+)", SOURCE.read_text(), re.M))
+    consts = {
+        node.targets[0].id: ast.literal_eval(node.value)
+        for node in ast.parse((kernels.CUDA.parent / "inflate.py").read_text()).body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id == "_WARPS"
+    }
+    assert consts["_WARPS"] == int(defines["IF_WARPS"])

@@ -253,7 +253,7 @@ ROWS: tuple[Row, ...] = (
         EACH,
         needs="blosc-zstd-files",
     ),
-    # this package's inflate kernel, a thread a stream, against the host's cores
+    # this package's inflate kernel, a warp a stream, against the host's cores
     Row("{dataset}: same, {label}", settings=_s(deflate_decoder="kernels"), dataset=EACH, needs="deflate"),
     Row(
         "{dataset}: ceiling: nvCOMP batched Deflate or LZ4, {chunks} streams in one call, on device "

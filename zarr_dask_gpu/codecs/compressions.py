@@ -83,7 +83,7 @@ class Compression:
 # read into pinned host memory, decoded on the pool of cpu-threads, copied to the device once
 _HOST_COPY = (
     "CPU (zlib-ng, on cpu-threads), then copied to the device once; with deflate-decoder: kernels, "
-    "GPU (inflate kernel, a thread a stream)"
+    "GPU (inflate kernel, a warp a stream)"
 )
 
 _ROWS = (

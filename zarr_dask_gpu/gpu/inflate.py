@@ -1,5 +1,5 @@
 """This package's inflate kernel (``cuda/inflate.cu``), with ``deflate-decoder: kernels``: gzip and zlib
-chunks decoded on the device, a thread a stream. The kernel accepts a stream only where zlib (and
+chunks decoded on the device, a warp a stream. The kernel accepts a stream only where zlib (and
 Python's gzip reader) decode it to exactly the chunk's bytes; the streams it refuses are decoded by
 the reference library on the host (``fallback``), whose verdict is final."""
 
@@ -11,9 +11,7 @@ import numpy as np
 from . import kernels, transfer, zstd_blocks
 
 WRAPPERS = {"zlib": 1, "gzip": 2}  # IF_ZLIB, IF_GZIP
-# a stream a thread block of one thread: its branches are its own (a warp of streams would run
-# their divergent symbols one after another), and an SM holds 32 such blocks
-_THREADS = 1
+_WARPS = 4  # IF_WARPS of cuda/inflate.cu: streams a thread block, a warp each
 
 
 class Decode(zstd_blocks.Decode):
@@ -54,5 +52,5 @@ def launch(
             np.int32(WRAPPERS[compression]),
             status,
         )
-        kernel(((n + _THREADS - 1) // _THREADS,), (_THREADS,), args)
+        kernel(((n + _WARPS - 1) // _WARPS,), (32 * _WARPS,), args)
     return Decode(status, fallback, (cols, pinned), stream)
