@@ -55,7 +55,7 @@ def test_read_json_with_a_block_shape(tmp_path, capsys):
     a = zarr.create_array(tmp_path / "a.zarr", shape=(64, 64), chunks=(16, 16), dtype="f4")
     a[...] = 1.5
     assert main(["read", str(tmp_path / "a.zarr"), "--device", "cpu", "--chunks", "32,64", "--json"]) == 0
-    doc = json.loads(_json_tail(capsys))
+    doc = json.loads(capsys.readouterr().out)  # the progress bar on stderr
     assert doc["block_shape"] == [32, 64] and doc["tasks"] == 2 and doc["nbytes"] == 64 * 64 * 4
     assert doc["device"] == "cpu" and doc["gb_per_s"] > 0 and doc["seconds"] > 0
 
@@ -88,12 +88,6 @@ def test_info_without_a_gpu_says_where_stages_run(tmp_path, capsys):
     assert main(["info", str(tmp_path / "a.zarr")]) == 0
     out = capsys.readouterr().out
     assert "decoded on   CPU here, by zarr-python" in out and "on a GPU host: GPU" in out
-
-
-def _json_tail(capsys) -> str:
-    """The JSON document a command printed after its progress bar."""
-    out = capsys.readouterr().out
-    return out[out.index("{") :]
 
 
 def test_errors_print_one_line(tmp_path, capsys):
@@ -140,6 +134,13 @@ def test_bench_on_cpu_writes_json_and_chart(tmp_path, capsys):
     )
     doc = json.loads(out.read_text())
     assert "dask.array.from_zarr" in doc["results"] and (tmp_path / "b.png").stat().st_size > 1000
+
+
+def test_bench_chart_without_matplotlib_stops_before_the_run(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    with pytest.raises(SystemExit, match="needs matplotlib"):
+        main(["bench", "--device", "cpu", "--path", str(tmp_path / "s.zarr"), "--chart", "b.png"])
+    assert not (tmp_path / "s.zarr").exists()
 
 
 def test_bench_times_leave_the_page_cache_eviction_out(tmp_path):

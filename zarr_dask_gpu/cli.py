@@ -90,14 +90,16 @@ def _info(args: argparse.Namespace) -> int:
 
 def _timed_read(x: Any, client: Any) -> float:
     """Seconds from the persist to its last task's end (not to the progress display's next poll);
-    a task's error is raised here, on a cluster too (``distributed.wait`` does not raise it)."""
+    a task's error is raised here, on a cluster too (``distributed.wait`` does not raise it).
+    Progress goes to stderr: stdout is the result (``--json``)."""
     t0 = time.perf_counter()
     if client is None:
         from dask.callbacks import Callback
         from dask.diagnostics import ProgressBar
 
         ends = [t0]
-        with ProgressBar(dt=0.5), Callback(posttask=lambda *_: ends.append(time.perf_counter())):
+        ended = Callback(posttask=lambda *_: ends.append(time.perf_counter()))
+        with ProgressBar(dt=0.5, out=sys.stderr), ended:
             y = x.persist()
         _sync(x)
         end = ends[-1]  # a task ends once its stream has run: its block is complete
@@ -106,7 +108,7 @@ def _timed_read(x: Any, client: Any) -> float:
 
         y = x.persist()
         futures = futures_of(y)
-        print(f"reading: {len(futures)} tasks on the cluster", flush=True)
+        print(f"reading: {len(futures)} tasks on the cluster", file=sys.stderr, flush=True)
         wait(y)
         end = time.perf_counter()
         for f in futures:

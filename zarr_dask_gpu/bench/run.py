@@ -61,6 +61,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from ..device import resolve_device
 
+    if args.chart:  # said before the run, not after it
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise SystemExit("zarr-dask-gpu bench --chart needs matplotlib: pip install matplotlib") from None
     doc = run_gpu(args) if resolve_device(args.device) == "gpu" else run_cpu(args)
     if args.json:
         with open(args.json, "w") as f:
