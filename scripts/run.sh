@@ -33,7 +33,7 @@ if ! command -v "${CC:-cc}" >/dev/null 2>&1; then  # the package has one C exten
   exit 1
 fi
 cmd=${1:-}
-extras=""  # the demo needs the package alone; the tests bring their extra
+extras="xarray"  # the demo's venv runs the README's examples; the tests bring their extra
 [ "$cmd" = test ] && extras="test"
 if [ "${ZDG_GPU:-auto}" != "0" ] && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   extras="${extras:+$extras,}gpu"
