@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the GPU host, in the repo root, after the wheelhouse is installed (README: "GPU machine").
+# Runs on the GPU host, in the repo root, after the wheelhouse is installed (CONTRIBUTING.md, "The GPU host").
 # Steps: tests (gpu-marked), bench (`zarr-dask-gpu bench`), xarray (a reduction through each of
 # xarray's front doors, benchmarks/xarray_bench.py), timeline and timeline8 (per-phase task timeline
 # of A at 32 and 8 CUDA connections, benchmarks/timeline.py), data (writes the bench's datasets named

@@ -4,7 +4,7 @@
 # headers, static libraries or perftest; copies of one shared library become links to it) and packed
 # as .whl-ucx/ucx.tar.xz (about 6 MiB, against 53 MiB of wheels). .whl-x2/ gets hard links to .whl's
 # wheels, but for those the scaling run does not load (nvCOMP's Python API, safetensors), and to the
-# tarball, so that it fits the device tool's 64 MiB carry. On the GPU host (README, "GPU machine"):
+# tarball, so that it fits the device tool's 64 MiB carry. On the GPU host (CONTRIBUTING.md, "The GPU host"):
 #   pip install ... --target /tmp/site .whl-x2/*.whl && python3 -m tarfile -e .whl-x2/ucx.tar.xz /tmp/site
 # Usage: bash scripts/ucx_wheels.sh [python]   (after ../shared/gpu/wheels.sh has filled .whl/)
 set -euo pipefail
