@@ -70,8 +70,8 @@ class ArrayInfo:
 
     @functools.cached_property
     def chain_token(self) -> str:
-        """A name for how a read unit decodes, whatever store it is in (tokenizing costs about
-        0.3 ms: CPU decodes look their codecs up by it per chunk)."""
+        """A name for how a read unit decodes, whatever store it is in (tokenizing is costly, and
+        CPU decodes look their codecs up by it per chunk)."""
         return tokenize(self.metadata.to_dict(), self.chunks, self.shard)
 
     @property

@@ -144,7 +144,7 @@ def coalesce(ranges: Sequence[Range | None], gap: int | None = None, limit: int 
     items = sorted((r.path, r.offset, r.size, i) for i, r in enumerate(ranges) if r is not None)
     reads: list[Read] = []
     k = 0
-    while k < len(items):  # one loop over plain tuples: dataset B locates 4096 files a pass
+    while k < len(items):  # one loop over plain tuples: a store of small chunks has thousands of ranges
         path, start, size, i = items[k]
         end, members = start + size, [(i, 0)]
         k += 1

@@ -173,7 +173,7 @@ ROWS: tuple[Row, ...] = (
         )
     ),
     # other block sizes: more, smaller tasks than threads (reads of later tasks overlap decodes of
-    # earlier ones; 256 MiB was the default before 1 GiB beat it: 25.3 vs 22.1 GB/s on A), fewer and
+    # earlier ones, against the default 1 GiB's fewer fixed costs per task: docs/performance.md), fewer and
     # larger calls (2 and 4 GiB ask whether one call of all 512 chunks nears the decode ceiling),
     # and bounded memory: a task's nvCOMP scratch about 1.5x its block, kept busy by twice the
     # threads; or 0.76x with 1 GiB blocks in calls of 32 chunks, which keeps as many chunks in flight

@@ -131,7 +131,7 @@ _ROWS = (
         skip=4,
         device_check=4,
         nvcomp="LZ4",
-        host_from=4 << 20,  # a whole chunk is one lz4 block: docs/performance.md, dataset L
+        host_from=4 << 20,  # a whole chunk is one lz4 block: docs/decisions/serial-streams.md
     ),
     # blosc's inner lz4 streams: bare blocks, without numcodecs' size
     Compression(

@@ -127,8 +127,9 @@ class GpuBackend:
     ) -> list[Staged]:
         """Local blocks' chunks in one batch of preads, ``meanwhile`` called once they are under way;
         located inside the read slot, so that this IO, too, runs in at most ``read-slots`` tasks at
-        once (B's stats: docs/performance.md). Where a store places some of them elsewhere than in
-        local files (Icechunk's inline chunks, say), the batch goes the host's way."""
+        once (over many small files, their stats are much of the IO: docs/performance.md). Where a
+        store places some of them elsewhere than in local files (Icechunk's inline chunks, say), the
+        batch goes the host's way."""
         with read_slot():
             ranges = [_locate(info, pieces) for info, pieces, _ in blocks]
             flat = [r for rs in ranges for r in rs]

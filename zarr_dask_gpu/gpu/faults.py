@@ -113,7 +113,7 @@ def inject_fault() -> None:
     """Test-only (``testing-fault-keys``): a kernel writes through a null device pointer on the current
     stream, which is then waited for. This is a genuine sticky ``cudaErrorIllegalAddress`` (700): the
     process's CUDA context is lost, and the wait raises cupy's ``CUDARuntimeError`` as a library's
-    faulting kernel would (H200, cupy 14.2: every later call of the process, an allocation or a stream
-    sync, raises the same error)."""
+    faulting kernel would (and, as CUDA documents for sticky errors, every later call of the process,
+    an allocation or a stream sync, raises the same error)."""
     _fault_kernel()((1,), (1,), (np.uint64(0),))
     wait(cp.cuda.get_current_stream())

@@ -144,7 +144,7 @@ def _check(got: int, rd: Read) -> None:
 def upload(host: np.ndarray) -> cp.ndarray:
     """Small reads land in pinned host memory and go to the device in one copy: a CuFile per file
     (an open, a pool task and a future; in compat mode a bounce-buffer copy and sync per read) cost
-    more than dataset B's 80 KB reads themselves (docs/performance.md)."""
+    more than reads of small chunks, tens of KB each, themselves (docs/performance.md)."""
     buf = cp.empty(host.nbytes, dtype=np.uint8)
     buf.set(host)
     wait(cp.cuda.get_current_stream())  # the pinned buffer goes back to its pool after this

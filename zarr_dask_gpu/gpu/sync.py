@@ -6,8 +6,8 @@ import cupy as cp
 def wait(stream: cp.cuda.Stream) -> None:
     """Wait for ``stream`` on a blocking-sync event: the thread sleeps without the GIL (cupy's
     eventSynchronize releases it) and neither spins on a core (``stream.synchronize()`` does, by
-    CUDA's default) nor wakes to poll, so the other threads' reads and launches go on (a 0.2 ms poll
-    loop cost them the GIL: docs/performance.md)."""
+    CUDA's default) nor wakes to poll, so the other threads' reads and launches go on (a poll loop
+    cost them the GIL: docs/performance.md)."""
     done = cp.cuda.Event(block=True, disable_timing=True)
     done.record(stream)
     done.synchronize()

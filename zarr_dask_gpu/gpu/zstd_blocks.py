@@ -29,8 +29,8 @@ _THREADS = 128
 _STEP = 256  # ZS_STEP as zstd.cu defines it: the copiers' threads, one a sequence of a step
 # the frame copier's step (its thread block's threads, a sequence each between barriers): zstd.cu's,
 # or longer for batches of no more chunks than the device has SMs, each thread block then an SM's
-# only one. On an H200 (docs/performance.md) `zs_copy` on A's 32 chunks took 26.1 ms at 256 against
-# 17.2 at 1024, on its 512 chunks 38.4 against 68.9
+# only one: there the long step copies faster, while over more chunks the short step's six thread
+# blocks an SM copy faster (docs/performance.md)
 FRAME_STEPS = {"short": _STEP, "long": 1024}
 _XXH_THREADS = 128  # ZS_XXH_THREADS: four a frame
 _SEQ_THREADS = 8  # ZS_SEQ_THREADS: the sequences kernel's, a zstd block each with its tables in a room
@@ -40,12 +40,13 @@ _WAVES_MAX = 256  # ZS_WAVES_MAX: then the matches left are copied in order
 _WARPS = 4  # ZS_WARPS: the warp copier's warps a thread block
 COPIERS = {"frames": 0, "waves": 1, "warps": 2}  # ZS_BY_FRAME, ZS_BY_WAVES, ZS_BY_WARP
 # the waves pay only where a frame in order is the tail: chunks this large, in a batch of no more
-# chunks than the GPU has SMs (dataset Ez's 8 of 256 MiB: 3.7 -> 13 GB/s); E's 65536 inner streams of
-# 32 KiB copied by waves take 2.7x the time of a thread block each
+# chunks than the GPU has SMs (a few huge chunks then copy several times faster); many small frames
+# copied by waves take longer than a thread block each (docs/performance.md)
 _WAVES_MIN_BYTES = 4 << 20
-# a warp a frame, a sequence at a time (about 0.3 us each on an H200), for frames of no more sequences
-# than this: E's 65536 inner streams of 32 KiB (950 sequences each) copy in 7.6 ms against 83 ms a
-# thread block each; A's 8 MiB chunks (a million sequences) take 297 ms for 32 against 26 ms
+# a warp a frame, a sequence at a time, for frames of no more sequences than this: many small frames
+# (blosc's inner streams of 32 KiB, about a thousand sequences each) copy many times faster than by a
+# thread block each, but a frame of a million sequences (an 8 MiB chunk), its sequences one after
+# another, copies many times slower (docs/performance.md)
 _WARP_MAX_SEQUENCES = 4096
 # ... and of no more bytes than this: raw and RLE blocks (incompressible or constant data) have no
 # sequences, and a warp copies them 32 bytes a step where a thread block copies 256

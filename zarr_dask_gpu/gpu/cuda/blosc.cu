@@ -139,7 +139,7 @@ extern "C" __global__ void streams(const u8* buf, const i64* offsets, const i64*
 }
 
 // 64 registers, four thread blocks an SM: uncapped, the 8-byte elements' bit unshuffle takes 168 registers
-// and one thread block an SM, 2.6x slower on E's blocks (docs/performance.md)
+// and leaves one thread block an SM, several times slower over bitshuffled blocks (docs/performance.md)
 extern "C" __global__ void __launch_bounds__(256, 4)
     unshuffle(const u8* in, u8* out, const i64* start, const i64* bsize, const i64* tsz, const i64* mode) {
     unshuffle_item(blockIdx.x, threadIdx.x, blockDim.x, in, out, start, bsize, tsz, mode);

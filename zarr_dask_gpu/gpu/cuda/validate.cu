@@ -57,7 +57,7 @@ __device__ int zstd(const u8* d, i64 n, i64 expected, i64* claimed) {
 // An lz4 stream's bytes: d[q], read from the shared-memory window win[q - base] where base <= q < hi.
 // Without a window (one thread walking alone) base = hi = 0. With one, the 32 lanes of a warp refill it
 // together with coalesced 16-byte loads: one thread reading global memory a byte at a time made this
-// walk D's costliest step (docs/performance.md).
+// walk the costliest step of reading blosc lz4 chunks (docs/performance.md).
 // Lengths are 32-bit: lz4 blocks are under 2^31 bytes (LZ4_MAX_INPUT_SIZE), larger claims are corrupt.
 #define LZ4_WINDOW 2048
 #define LZ4_AHEAD 128  // bytes past a round's first sequence that its lanes mostly read
@@ -178,7 +178,7 @@ __device__ int lz4_block(const lz4_src* s, i64 expected) {
 }
 
 // A warp's walk: lane k parses the sequence that would start at byte p + k, then the warp follows the
-// chain of those that do (five shuffles each, not a parse: a sequence is about 4 bytes in D's streams)
+// chain of those that do (five shuffles each, not a parse: in byte-shuffled data a sequence is a few bytes)
 // and goes on from the first that starts past p + 31. The same statuses as lz4_block.
 __device__ int lz4_block_warp(lz4_src* s, i64 expected) {
     i64 out = 0;

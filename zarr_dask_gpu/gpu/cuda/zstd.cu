@@ -1,7 +1,7 @@
 // A zstd decoder that splits a frame's work by zstd block (RFC 8878), for chunks of many blocks.
 //
 // nvCOMP decodes a frame in one thread block, block after block: an 8 MiB zarr chunk is 64 zstd blocks
-// and about a million sequences, 130 ms on an H200 however many chunks run beside it. Here the frames'
+// and about a million sequences, decoded serially however many chunks run beside it. Here the frames'
 // block headers are walked first (a thread a chunk), then every block's tables, literals and sequences
 // are decoded at once (a thread a block; four a block's literals), the blocks are placed (a thread a
 // chunk: output offsets, the repeat offsets each block starts with), and each chunk's literals and matches
@@ -744,7 +744,7 @@ ZD int zs_huf_entries(const zblock* blocks, i64 i, const int* status) {
 // Each thread first copies its block's three FSE tables (packed: 2.5 KiB) into its own `room`
 // (shared memory on the device): the loop's table lookups are the links of its chain of dependent
 // loads, and a batch's tables in global memory (all blocks in flight) far outgrow the L2 cache (read
-// there, through the caches, A's 2,048 chunks of 8 MiB took 205 ms against 144 in rooms on an H200).
+// there, through the caches, a large batch decodes markedly slower than from rooms: docs/performance.md).
 
 #define ZS_SEQ_ROOM (2 * ZS_FSE_ENTRIES + 256)  // LL and ML tables (accuracy log 9), OF's (log 8)
 
@@ -914,7 +914,7 @@ ZD void zs_place_item(i64 c, const i64* base, const i64* counts, zblock* blocks,
 }
 
 // ---- copying: a thread block a frame, 256 sequences a step ---------------------------------------------------
-// 95% of the benchmark's output bytes come, through chains of matches, from earlier zstd blocks (the
+// Most of a large chunk's output bytes may come, through chains of matches, from earlier zstd blocks (the
 // window is 2 MiB), so a frame is copied in order. Within a step no byte waits for another: each byte's
 // value is found through the step's table of sequences (a literal, or a byte written before the step),
 // so the step's bytes are written in any order, by any thread.
@@ -979,9 +979,9 @@ ZD int zs_defer(zstep* s, int p, int j) {  // 0 when the list is full
 
 // Bytes [p0, p1) of the step, from sequence j on, eight at a time: the sources of those outside the
 // step (a literal, or a byte written before the step) found, then read together (the loads in flight
-// at once), then written. The others are deferred, so that the few lookups inside a step (0.115 a byte
-// on the benchmark's chunks) do not hold up every lane of a warp, each lane at its own byte (past the
-// list's room, chased here). The sequence's bounds, offset and literals stay in registers
+// at once), then written. The others are deferred, so that the few lookups inside a step (a small
+// fraction of its bytes on typical data) do not hold up every lane of a warp, each lane at its own byte
+// (past the list's room, chased here). The sequence's bounds, offset and literals stay in registers
 // while p moves through it, and a match's source moves with p, back by the offset at the end of a
 // period: a byte costs no lookup in the step's table and no division.
 ZD void zs_put(zstep* s, int j, int p0, int p1, const u8* lit, u8* at) {
@@ -1112,7 +1112,7 @@ __device__ void zs_copy_frame(i64 c, const i64* base, const i64* counts, const u
 #endif
 
 // ---- copying small frames: a warp a frame, its sequences in order -------------------------------------------
-// Over many small frames (dataset E's 65,536 inner blosc streams of 32 KiB) the frame copier above is
+// Over many small frames (tens of thousands of blosc inner streams of 32 KiB) the frame copier above is
 // bound by its instructions: its lanes each take bytes of the step, found through the step's table one by
 // one, every load and store a sector of its own. Here a warp takes a frame and copies one sequence at a
 // time, its lanes on consecutive bytes: a byte of a match comes from a literal of its own sequence or
@@ -1313,11 +1313,11 @@ static void zs_copy_host(i64 c, int copier, const i64* base, const i64* counts, 
 // copied (a thread a match; one overlapping itself repeats its first period, read from its sources)
 // and its bytes marked. The earliest match not done of a frame always has its sources ready, so
 // every wave completes one at least and the waves end; on data whose matches are few and short (a
-// noisy float volume: 35% of its bytes from matches), 99% of the match bytes are done by the 34th wave.
+// noisy float volume), nearly all the match bytes are done within a few dozen waves.
 
 // A resolved record: position (18 bits), length (18), offset (27). A block's records not yet copied are
 // kept first, in order, and `remaining` counts them: each wave drops those it copies, so that later
-// waves read only what is left (on 32 MiB of Ez's data, waves run one after another leave 16% after 8).
+// waves read only what is left (on such data, few records are left after the first waves).
 
 ZD void zs_mark(u32* bits, i64 lo, i64 hi) {  // bits [lo, hi) set
     while (lo < hi) {
@@ -1590,9 +1590,9 @@ __global__ void zs_wave(i64 n, const zblock* blocks, u64* seqs, const u64* dst, 
 
 // The copiers of the chunks, one a chunk in `copier`: ZS_BY_FRAME, ZS_BY_WAVES or ZS_BY_WARP.
 // A thread block a chunk of ZS_BY_FRAME. At the short step its registers are capped so that an SM holds
-// six thread blocks, not four (40 registers a thread, none spilled; on an H200 `zs_copy` over A's 2,048
-// chunks took 115.7 ms against 127.1 uncapped, 123.1 at five and 118.9 at eight, which spills); the long
-// step's 56 registers already allow its 1024 threads.
+// six thread blocks, not four (40 registers a thread, none spilled; uncapped (four), five, and eight,
+// which spills, all copy a large batch slower: docs/performance.md); the long step's 56 registers
+// already allow its 1024 threads.
 #if ZS_STEP <= 256
 #define ZS_COPY_BOUND __launch_bounds__(ZS_STEP, 6)
 #else
