@@ -28,7 +28,7 @@ Rows, each fully shuffled, warm page cache, batches landing on the GPU:
   the tasks give without the loader around them; only these rows when given.
 - ``--variants "read-slots=0;coalesce-wait=None"``: ``ZarrSamples`` alone at ``--variant-prefetch``
   with each of the package's settings given (and with none), the seconds of each task phase summed
-  (``zarr_dask_gpu.gpu.phases``); only these rows when given.
+  (``zarr_dask_gpu.phases``); only these rows when given.
 
 Samples/s and GB/s of batch tensors delivered to the GPU; the speed-up over the best DataLoader
 row. The first batch of ``ZarrSamples`` is checked against zarr-python's slices.
@@ -288,8 +288,8 @@ def baseline(args: argparse.Namespace, kind: str, workers: int, step: Any) -> di
 
 def variants(args: argparse.Namespace, kind: str) -> dict[str, Any]:
     """``ZarrSamples`` alone under each of ``--variants``' settings, with its phases summed."""
+    from zarr_dask_gpu import phases
     from zarr_dask_gpu.bench.timing import parse_settings, settings
-    from zarr_dask_gpu.gpu import phases
 
     out: dict[str, Any] = {}
     for variant in ["", *args.variants.split(";")]:
@@ -315,8 +315,8 @@ def timeline(args: argparse.Namespace, kind: str) -> dict[str, Any]:
     """``--timeline``'s epoch and its reads alone, reported; their rates and phase sums."""
     from timeline import report  # benchmarks/timeline.py, beside this script
 
+    from zarr_dask_gpu import phases
     from zarr_dask_gpu.bench.timing import sync_device
-    from zarr_dask_gpu.gpu import phases
 
     prefetch = args.variant_prefetch
     ds = zarr_samples(args, kind, prefetch)

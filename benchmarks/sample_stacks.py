@@ -1,6 +1,6 @@
 """Where a pass's task threads spend their wall time, by sampling their Python stacks: a thread beside
 the pass reads every thread's innermost frame (``sys._current_frames``) every ``--every`` ms, and each
-sample of a task thread counts for the phase it is in (``zarr_dask_gpu.gpu.phases``) and the line it
+sample of a task thread counts for the phase it is in (``zarr_dask_gpu.phases``) and the line it
 stands at (a thread inside a C call, such as a CUDA wait or a kvikio read, stands at the line that
 made the call). The sampler needs the GIL, so the gaps between its samples longer than 2 ms are
 counted too: some thread held the GIL that long.
@@ -21,9 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from zarr_dask_gpu import phases
 from zarr_dask_gpu.bench.timing import free_device, sync_device
-from zarr_dask_gpu.gpu import phases
-from zarr_dask_gpu.metadata import open_array_info
+from zarr_dask_gpu.resolve import open_array_info
 from zarr_dask_gpu.task import read_region
 
 

@@ -1,5 +1,5 @@
 """Where the whole read task's time goes when 16 run at once: per-phase host timings of every task
-(``zarr_dask_gpu.gpu.phases``), and the same pass with one phase taken out, or one setting changed, at
+(``zarr_dask_gpu.phases``), and the same pass with one phase taken out, or one setting changed, at
 a time.
 
 A task's phases (``phases.NAMES``): planning (its chunks), where they are stored (``locate``), the
@@ -30,12 +30,13 @@ import cupy as cp
 import dask
 import numpy as np
 
+from zarr_dask_gpu import phases
 from zarr_dask_gpu.bench import datasets
 from zarr_dask_gpu.bench.ceilings import compressed, kvikio_read_all
 from zarr_dask_gpu.bench.timing import drop_cache, free_device, parse_settings, settings, sync_device
-from zarr_dask_gpu.gpu import decompress, phases, setup, streams, validate
+from zarr_dask_gpu.gpu import decompress, setup, streams, validate
 from zarr_dask_gpu.gpu.reader import KvikioReader
-from zarr_dask_gpu.metadata import open_array_info
+from zarr_dask_gpu.resolve import open_array_info
 from zarr_dask_gpu.task import read_region
 
 

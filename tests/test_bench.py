@@ -286,7 +286,7 @@ def test_the_bench_imports_without_gpu_libraries():
         "import sys\n"
         "for m in ('cupy', 'kvikio', 'nvidia', 'dask_cuda'): sys.modules[m] = None\n"
         "from zarr_dask_gpu.bench import ceilings, datasets, rows, run, timing\n"
-        "from zarr_dask_gpu.gpu import phases\n"
+        "from zarr_dask_gpu import phases\n"
         "print(len(rows.ROWS))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
@@ -378,8 +378,8 @@ def test_a_pass_is_timed_without_the_release_of_the_pass_before(monkeypatch):
 
 
 def test_a_traced_pass_gives_its_first_reads_and_when_its_first_call_started():
+    from zarr_dask_gpu import phases
     from zarr_dask_gpu.bench import timing
-    from zarr_dask_gpu.gpu import phases
 
     def body() -> None:  # a pass's phases as a GPU task reports them, from its threads
         for pause in (0.01, 0.02, 0.0, 0.0, 0.03):

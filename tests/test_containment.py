@@ -174,7 +174,7 @@ def test_the_hook_faults_its_block_and_a_later_read_waits(tmp_path, monkeypatch)
 
 
 def _info(path):
-    from zarr_dask_gpu.metadata import open_array_info
+    from zarr_dask_gpu.resolve import open_array_info
 
     return open_array_info(str(path), None, None)
 

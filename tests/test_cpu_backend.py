@@ -35,8 +35,8 @@ def test_a_host_block_holds_each_stored_chunk_s_part_decoded_on_the_pool(tmp_pat
     and said to be absent."""
     from numcodecs import Shuffle, Zlib
 
-    from zarr_dask_gpu.metadata import open_array_info
     from zarr_dask_gpu.plan import block_pieces
+    from zarr_dask_gpu.resolve import open_array_info
 
     a = zarr.create_array(
         tmp_path / "n.zarr",

@@ -22,7 +22,7 @@ import zarr
 from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
 
 from zarr_dask_gpu import ChunkDecodeError, from_zarr_gpu
-from zarr_dask_gpu.metadata import open_array_info
+from zarr_dask_gpu.resolve import open_array_info
 from zarr_dask_gpu.storage import read_shard_index
 
 from .conftest import host

@@ -283,7 +283,7 @@ def test_a_task_peak_device_memory_stays_within_3x_its_block(tmp_path, call_byte
     import cupy as cp
     import dask
 
-    from zarr_dask_gpu.metadata import open_array_info
+    from zarr_dask_gpu.resolve import open_array_info
     from zarr_dask_gpu.sample import write_sample
     from zarr_dask_gpu.task import read_region
 
@@ -312,9 +312,9 @@ def test_a_task_makes_its_block_once_its_chunks_are_read(tmp_path, host_below):
     import cupy as cp
     import dask
 
-    from zarr_dask_gpu.gpu import phases
-    from zarr_dask_gpu.metadata import open_array_info
+    from zarr_dask_gpu import phases
     from zarr_dask_gpu.plan import block_pieces
+    from zarr_dask_gpu.resolve import open_array_info
     from zarr_dask_gpu.task import get_backend
 
     a = zarr.create_array(tmp_path / "a.zarr", shape=(64, 4096), chunks=(8, 4096), dtype="f4")

@@ -10,7 +10,7 @@ import pytest
 import zarr
 
 from zarr_dask_gpu.codecs.logical import logical_chunk
-from zarr_dask_gpu.metadata import open_array_info
+from zarr_dask_gpu.resolve import open_array_info
 
 from .conftest import sample
 

@@ -290,7 +290,7 @@ def test_v3_numcodecs_filters(tmp_path, device, dtype, filters):
 )
 def test_v3_numcodecs_shuffle(tmp_path, device, dtype, compressors, order):
     """numcodecs.shuffle is a bytes-to-bytes codec in v3: undone on the device after decompression."""
-    from zarr_dask_gpu.metadata import open_array_info
+    from zarr_dask_gpu.resolve import open_array_info
 
     filters = [zarr.codecs.TransposeCodec(order=order)] if order else None
     a = zarr.create_array(

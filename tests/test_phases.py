@@ -1,4 +1,4 @@
-"""The hooks benchmarks time the read path by: the tasks' phases (``gpu/phases.py``) and the zstd
+"""The hooks benchmarks time the read path by: the tasks' phases (``phases.py``) and the zstd
 kernels' launches (``gpu/zstd_blocks.py``)."""
 
 import threading
@@ -8,8 +8,7 @@ import pytest
 import zarr
 from numcodecs import Zstd
 
-from zarr_dask_gpu import from_zarr_gpu
-from zarr_dask_gpu.gpu import phases
+from zarr_dask_gpu import from_zarr_gpu, phases
 
 
 def test_phases_cost_nothing_while_nothing_listens_and_report_each_span():

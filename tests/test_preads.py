@@ -11,7 +11,7 @@ import zarr
 
 from zarr_dask_gpu import _preads, from_zarr_gpu
 from zarr_dask_gpu import io as zio
-from zarr_dask_gpu.metadata import open_array_info
+from zarr_dask_gpu.resolve import open_array_info
 from zarr_dask_gpu.storage import Range, locate
 
 

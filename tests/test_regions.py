@@ -8,7 +8,7 @@ import zarr
 from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
 
 from zarr_dask_gpu import ChunkDecodeError
-from zarr_dask_gpu.metadata import open_array_info
+from zarr_dask_gpu.resolve import open_array_info
 from zarr_dask_gpu.task import read_regions
 
 from .conftest import host, sample

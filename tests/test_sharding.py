@@ -9,7 +9,7 @@ import zarr
 from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, TransposeCodec, ZstdCodec
 
 from zarr_dask_gpu import ChunkDecodeError, from_zarr_gpu
-from zarr_dask_gpu.metadata import open_array_info
+from zarr_dask_gpu.resolve import open_array_info
 from zarr_dask_gpu.storage import Range, coalesce, locate, read_shard_index
 
 from .conftest import host, sample

@@ -17,7 +17,7 @@ import zarr_dask_gpu
 from zarr_dask_gpu import StoreError, from_zarr_gpu
 from zarr_dask_gpu.cli import main as cli
 from zarr_dask_gpu.loader import SampleLoader
-from zarr_dask_gpu.metadata import open_array_info
+from zarr_dask_gpu.resolve import open_array_info
 
 from .conftest import host
 from .stores_kit import ARRAYS, STORES, available, expected, kerchunk_references, reference_tree

@@ -18,7 +18,7 @@ from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, Sharding
 from zarr_dask_gpu import ChunkDecodeError, from_zarr_gpu
 from zarr_dask_gpu.codecs import reference
 from zarr_dask_gpu.codecs.stored import open_stored, outer_stage
-from zarr_dask_gpu.metadata import open_array_info
+from zarr_dask_gpu.resolve import open_array_info
 
 from .conftest import host, sample
 from .damage import put, window_byte, zstd_header

@@ -14,8 +14,7 @@ from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteReques
 from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
 
 from zarr_dask_gpu.io import host_reader
-from zarr_dask_gpu.metadata import open_array_info
-from zarr_dask_gpu.resolve import key_store
+from zarr_dask_gpu.resolve import key_store, open_array_info
 from zarr_dask_gpu.storage import locate, read_shard_index
 from zarr_dask_gpu.stores import FsspecStore, KeyStore, LocalStore, process_token
 

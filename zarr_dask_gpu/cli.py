@@ -36,8 +36,8 @@ def _info(args: argparse.Namespace) -> int:
     from .codecs.chain import stage_devices
     from .device import missing_gpu, resolve_device
     from .graph import default_block_size
-    from .metadata import open_array_info
     from .plan import block_chunks
+    from .resolve import open_array_info
 
     info = open_array_info(args.path, args.component)
     chain = info.chain

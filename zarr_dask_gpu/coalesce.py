@@ -5,6 +5,8 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
 
+import numpy as np
+
 
 class _Entry[T, R]:
     """One submitted item, and what its call gave back for it."""
@@ -115,3 +117,14 @@ class Coalescer[T, R]:
             for e, r in zip(batch, results, strict=True):
                 e.result, e.error, e.done = r, failed, True
             self._cv.notify_all()
+
+
+def joins(out_sizes: np.ndarray, below: int | None, fewer: int | None = None) -> bool:
+    """Whether a task's decode batch joins other tasks' calls: its items average fewer than ``below``
+    decoded bytes (``coalesce-below``; None: any size) and number fewer than ``fewer``
+    (``coalesce-items``; None: any count). Few huge frames, or as many small ones as the device
+    runs at once, fill it alone, and a joined call would wait for its partner's reads."""
+    if len(out_sizes) == 0:
+        return True
+    small = below is None or float(np.mean(out_sizes)) < below
+    return small and (fewer is None or len(out_sizes) < fewer)

@@ -12,9 +12,9 @@ from dask.base import tokenize
 from . import config
 from .device import Device, resolve_device
 from .errors import UnsupportedDtypeError, ZarrGpuWarning
-from .metadata import ArrayInfo, open_array_info
+from .metadata import ArrayInfo
 from .plan import block_chunks
-from .resolve import refuse_stranded
+from .resolve import open_array_info, refuse_stranded
 from .task import read_region, region_of, select
 
 _warned: set[str] = set()

@@ -20,8 +20,8 @@ import zarr
 
 from .device import Device, resolve_device
 from .errors import ChunkDecodeError
-from .metadata import ArrayInfo, open_array_info
-from .resolve import open_group, open_node
+from .metadata import ArrayInfo
+from .resolve import open_array_info, open_group, open_node
 from .samples import EpochPlan, batch_count, chunk_groups, plan_epoch, sample_origins
 from .task import get_backend, read_regions
 

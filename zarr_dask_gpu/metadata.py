@@ -1,17 +1,15 @@
-"""Open a zarr array's metadata and describe it in a small, picklable form for the tasks."""
+"""A zarr array described in a small, picklable form for the tasks (``ArrayInfo``); it opens nothing:
+``resolve.open_array_info`` makes one."""
 
 import functools
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import zarr
 from dask.base import tokenize
 from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
 
-from .codecs.chain import ChainPlan, ShardLayout, classify, shard_layout
-from .errors import StoreError, UnsupportedDtypeError, UnsupportedLayoutError
+from .codecs.chain import ChainPlan, ShardLayout
 
 if TYPE_CHECKING:
     from .stores import Store
@@ -105,78 +103,3 @@ class ArrayInfo:
         """The file (or URL) holding read unit ``coords``."""
         key = self.chunk_key(coords)
         return self.store.path(f"{self.path}/{key}" if self.path else key)
-
-
-def open_array_info(
-    store: Any, component: str | None = None, storage_options: dict[str, Any] | None = None
-) -> ArrayInfo:
-    """Open the zarr array at ``store`` and describe it: anything zarr-python opens (a path, a
-    ``pathlib``/``UPath`` object, an fsspec URL with ``storage_options``, a zarr ``Store``, a
-    ``zarr.Group`` with ``component``, a ``zarr.Array``), opened by zarr-python (``resolve``).
-
-    Raises
-    ------
-    MetadataError
-        The metadata is missing, unreadable or invalid, or ``component`` leaves the store.
-    StoreError
-        zarr-python does not take ``store``, or the package cannot find the array's metadata where
-        it would read its chunks.
-    """
-    from .resolve import byte_store, open_node  # resolve imports stores and storage, which import this module
-
-    arr = open_node(store, component, storage_options)
-    where, path = byte_store(arr), arr.path
-    _check_addressed(where, path, arr)
-    meta = arr.metadata
-    dtype = np.dtype(arr.dtype)
-    if dtype.kind not in "biufcmM":
-        raise UnsupportedDtypeError(
-            f"{where.location(path)}: dtype {dtype} is neither numeric nor a time", arr
-        )
-    fill = arr.fill_value if arr.fill_value is not None else 0
-    # datetime64 and timedelta64 keep a numpy scalar (NaT has no Python value)
-    fill_value = (
-        np.asarray(fill, dtype=dtype)[()] if dtype.kind in "mM" else np.asarray(fill, dtype=dtype).item()
-    )
-    try:  # metadata zarr opens but these readers cannot take (a codec list, a chunk grid)
-        layout = shard_layout(meta) if isinstance(meta, ArrayV3Metadata) else None
-        chunks = tuple(arr.chunks) if arr.shards is None or layout is not None else tuple(arr.shards)
-        chain = classify(meta)
-    except Exception as e:  # zarr and the layout raise many types; we give one, naming the path
-        raise UnsupportedLayoutError(
-            f"cannot read the zarr array at {where.location(path)}: {type(e).__name__}: {e}", arr
-        ) from e
-    return ArrayInfo(
-        store=where,
-        path=path,
-        shape=tuple(arr.shape),
-        chunks=chunks,
-        dtype=dtype.newbyteorder("="),
-        fill_value=fill_value,
-        metadata=meta,
-        chain=chain,
-        shard=layout,
-    )
-
-
-def _check_addressed(where: "Store", path: str, arr: zarr.Array) -> None:
-    """Where this package finds a store's objects itself (local files, remote objects by URL), the
-    array's metadata document is where it would look: a chunk it cannot find is then absent, never
-    misaddressed. One stat, or one request, when the array is opened."""
-    from .stores import FsspecStore, LocalStore
-
-    name = "zarr.json" if arr.metadata.zarr_format == 3 else ".zarray"
-    doc = where.path(f"{path}/{name}" if path else name)
-    if isinstance(where, LocalStore):
-        found = os.path.isfile(doc)
-    elif isinstance(where, FsspecStore):
-        found = where.size(doc) is not None
-    else:  # the store itself answers for every key
-        return
-    if not found:
-        raise StoreError(
-            where.root,
-            name,
-            f"zarr-python opened the array {path!r}, but its metadata is not at {doc}, where this "
-            "package would read its chunks",
-        )

@@ -143,17 +143,6 @@ def _bound(block: tuple[int, ...] | None, shape: tuple[int, ...], array: str) ->
         )
 
 
-def joins(out_sizes: np.ndarray, below: int | None, fewer: int | None = None) -> bool:
-    """Whether a task's decode batch joins other tasks' calls: its items average fewer than ``below``
-    decoded bytes (``coalesce-below``; None: any size) and number fewer than ``fewer``
-    (``coalesce-items``; None: any count). Few huge frames, or as many small ones as the device
-    runs at once, fill it alone, and a joined call would wait for its partner's reads."""
-    if len(out_sizes) == 0:
-        return True
-    small = below is None or float(np.mean(out_sizes)) < below
-    return small and (fewer is None or len(out_sizes) < fewer)
-
-
 def decode_calls(out_sizes: np.ndarray, limit: int | str | None) -> list[np.ndarray]:
     """The items of a decode batch split into consecutive calls of about ``limit`` decoded bytes (by
     the multiple of ``limit`` their last byte falls under: a call exceeds it by less than one item);

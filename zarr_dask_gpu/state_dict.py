@@ -23,8 +23,7 @@ from zarr.codecs import ZstdCodec
 from . import config
 from .errors import ZarrGpuError
 from .extras import require
-from .metadata import open_array_info
-from .resolve import open_group
+from .resolve import open_array_info, open_group
 from .task import read_regions, region_of, select
 from .tensors import as_tensor
 

@@ -7,11 +7,10 @@ from typing import Any
 import numpy as np
 from dask.array.slicing import normalize_index
 
-from . import containment
+from . import containment, phases
 from .backends import Backend, CpuBackend
 from .device import Device
 from .errors import BlockMemoryError, MissingChunkError, StoreError
-from .gpu import phases
 from .metadata import ArrayInfo
 from .plan import block_pieces
 

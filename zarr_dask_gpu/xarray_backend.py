@@ -29,8 +29,8 @@ from . import xarray_cf
 from .device import Device, resolve_device
 from .errors import UnsupportedLayoutError, ZarrGpuError
 from .graph import default_block_size, from_zarr_gpu
-from .metadata import open_array_info
 from .plan import block_chunks
+from .resolve import open_array_info
 
 _DEFAULT = Default.token  # xarray's "argument not given"
 ReadMode = Literal["r", "r+", "a", "a-"]  # the modes of engine="zarr" that leave a store as it is

@@ -535,11 +535,11 @@ def _steps(planned: list[tuple[Row, str]]) -> list[list[tuple[Row, str]]]:
 
 
 def _one_task(run: GpuRun, name: str = "A") -> None:
-    """One task alone (dataset ``name``'s first block): its phases (``gpu.phases``) and its device
+    """One task alone (dataset ``name``'s first block): its phases (``phases``) and its device
     memory at its peak, against its block's size, under each of ``rows.TASK_PEAKS``."""
     import cupy as cp
 
-    from ..gpu import phases
+    from .. import phases
 
     d = run.dataset(name)
     pool = cp.get_default_memory_pool()

@@ -152,7 +152,7 @@ def persisting(arr: Any, threads: int) -> Callable[[], None]:
 def traced_pass(body: Callable[[], None]) -> tuple[float, list[int], int]:
     """One ``body()`` (a GPU pass) timed with its tasks' phases collected: its ms, its first four
     reads' ms, and how many ms into it its first decode call started."""
-    from ..gpu import phases  # pure Python, as task.py reports to it
+    from .. import phases  # pure Python, as task.py reports to it
 
     with phases.collect() as spans:
         t0 = time.perf_counter()

@@ -1,5 +1,5 @@
 """The GPU path: kvikio reads, structure checks, batched nvCOMP decode. Imports cupy, kvikio, nvCOMP.
 
-Nothing outside this package imports it at module level, so the rest imports on CPU-only machines;
-but for ``phases`` (pure Python), which ``task.py`` reports a task's phases to on either device.
+Nothing outside this package imports it at module level, so the rest imports on CPU-only machines
+(tests/test_layers.py checks it).
 """

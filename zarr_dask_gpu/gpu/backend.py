@@ -12,14 +12,14 @@ import cupy as cp
 import cupyx
 import numpy as np
 
-from .. import config
+from .. import config, phases
 from ..backends import host_block
 from ..codecs import compressions
 from ..io import Staged, host_reader
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece, decode_calls, read_groups
 from ..storage import Range, Source, locate
-from . import blosc, decompress, faults, host_decode, joined, phases, remote, setup, validate
+from . import blosc, decompress, faults, host_decode, joined, remote, setup, validate
 from .batch import ALIGN, Batch, expected_bytes
 from .gather import aligned
 from .reader import KvikioReader, upload

@@ -16,8 +16,9 @@ from collections.abc import Callable
 import cupy as cp
 import numpy as np
 
+from .. import phases
 from ..codecs.headers import blosc_layout, check_blosc
-from . import kernels, phases, transfer
+from . import kernels, transfer
 from .gather import copy_ranges
 
 _THREADS = 256

@@ -14,9 +14,8 @@ import numpy as np
 from cupy_backends.cuda.api.driver import CUDADriverError
 from cupy_backends.cuda.api.runtime import CUDARuntimeError
 
-from .. import containment
+from .. import containment, phases
 from ..errors import ChunkDecodeError, DeviceFaultError
-from . import phases
 from .sync import wait
 
 CUDA_ERRORS = (CUDARuntimeError, CUDADriverError)

@@ -7,10 +7,9 @@ from collections.abc import Hashable, Sequence
 
 import cupy as cp
 
-from .. import config
-from ..coalesce import Coalescer
-from ..plan import joins
-from . import decompress, phases
+from .. import config, phases
+from ..coalesce import Coalescer, joins
+from . import decompress
 from .streams import joining_stream
 
 _lock = threading.Lock()

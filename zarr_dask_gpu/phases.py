@@ -6,7 +6,7 @@ around each phase; when the phase ends, every listener is called with its ``Span
 listens (the default), ``record`` returns a shared no-op context manager: a function call and a
 global read a phase. Pure Python, so that the CPU path (``task.py``) imports it without cupy.
 
-    from zarr_dask_gpu.gpu import phases
+    from zarr_dask_gpu import phases
 
     with phases.collect() as spans:
         x.persist()
