@@ -11,7 +11,7 @@ from zarr_dask_gpu import backends, from_zarr_gpu
 
 def test_cpu_tasks_share_one_decode_pool(tmp_path, monkeypatch):
     """CPU tasks running at once decode their chunks on one pool of ``cpu-threads`` threads, not each
-    on threads of its own (nested pools oversubscribed the cores: docs/performance.md, CPU mode)."""
+    on threads of its own (nested pools oversubscribed the cores: docs/decisions/task-overlap.md)."""
     a = zarr.create_array(tmp_path / "a.zarr", shape=(64, 1000), chunks=(2, 1000), dtype="f8")
     ref = np.random.default_rng(2).random(a.shape)
     a[...] = ref

@@ -32,7 +32,7 @@ class Coalescer[T, R]:
 
     nvCOMP decodes a chunk per thread block: a call with a wave's worth of chunks takes about as long
     as a call of one task's, and one call of many tasks' chunks ends sooner than as many concurrent
-    calls (docs/performance.md).
+    calls (docs/decisions/task-overlap.md).
     """
 
     def __init__(self, run: Callable[[Hashable, Sequence[T]], Sequence[R]]) -> None:

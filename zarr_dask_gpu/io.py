@@ -146,7 +146,7 @@ read_files = _preads.read  # a module attribute, so that fault-injection tests c
 
 def pread_all(buf: np.ndarray, plan: Layout) -> None:
     """The plan's reads into host memory ``buf``, in one native batch without the GIL (Python's
-    open/pread/close per file cost more than reads of small chunks: docs/performance.md). A read
+    open/pread/close per file cost more than reads of small chunks: docs/decisions/local-reads.md). A read
     that failed is tried again here under the retry settings; a file that vanished raises."""
     reads = plan.reads
     if not reads:

@@ -157,7 +157,7 @@ ROWS: tuple[Row, ...] = (
     # every row empties cupy's pool after each pass, so a pass allocates all it uses; a worker that
     # keeps its pool (or an RMM pool) does not: the same read with the pool's memory kept
     Row("same, cupy's pool kept between passes", "kept"),
-    # the techniques, each switched off in turn (docs/performance.md)
+    # the techniques, each switched off in turn (docs/decisions/README.md)
     *(
         Row(OURS, settings=s, repeat=2, skip="variants")
         for s in (
@@ -173,8 +173,9 @@ ROWS: tuple[Row, ...] = (
         )
     ),
     # other block sizes: more, smaller tasks than threads (reads of later tasks overlap decodes of
-    # earlier ones, against the default 1 GiB's fewer fixed costs per task: docs/performance.md), fewer and
-    # larger calls (2 and 4 GiB ask whether one call of all 512 chunks nears the decode ceiling),
+    # earlier ones, against the default 1 GiB's fewer fixed costs per task:
+    # docs/decisions/block-size.md), fewer and larger calls (2 and 4 GiB ask whether one call of all
+    # 512 chunks nears the decode ceiling),
     # and bounded memory: a task's nvCOMP scratch about 1.5x its block, kept busy by twice the
     # threads; or 0.76x with 1 GiB blocks in calls of 32 chunks, which keeps as many chunks in flight
     # as the default once the array gives every thread a 1 GiB block (--gib 16 and more)

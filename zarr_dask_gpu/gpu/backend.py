@@ -64,7 +64,7 @@ class GpuBackend:
         task so); where every present chunk of a block can (whole and contiguous in it, a plain
         chain, aligned offsets), they decode straight into the block and no scratch of its size is
         needed. The local blocks are made once their reads are under way: their allocation overlaps
-        the reads, and the tasks waiting for a read slot hold none (docs/performance.md)."""
+        the reads, and the tasks waiting for a read slot hold none (docs/decisions/allocation.md)."""
         # CUDA errors name these blocks' chunks (and the test hook's fault); coalescing: a member
         with faults.batch(blocks), joined.member():
             return self._decode_many(blocks)
@@ -127,7 +127,7 @@ class GpuBackend:
     ) -> list[Staged]:
         """Local blocks' chunks in one batch of preads, ``meanwhile`` called once they are under way;
         located inside the read slot, so that this IO, too, runs in at most ``read-slots`` tasks at
-        once (over many small files, their stats are much of the IO: docs/performance.md). Where a
+        once (over many small files, their stats are much of the IO: docs/decisions/local-reads.md). Where a
         store places some of them elsewhere than in local files (Icechunk's inline chunks, say), the
         batch goes the host's way."""
         with read_slot():

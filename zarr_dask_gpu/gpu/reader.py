@@ -36,7 +36,8 @@ class KvikioReader:
         meanwhile: Callable[[], None] | None = None,
     ) -> Staged:
         """``ChunkReader.read``; ``meanwhile`` is called once the reads are under way, so that the
-        caller's allocations (a task's blocks, from an emptied pool: docs/performance.md) overlap them."""
+        caller's allocations (a task's blocks, from an emptied pool: docs/decisions/allocation.md)
+        overlap them."""
         plan = layout(ranges, skip, align)
         on_host = config.choice("staging") == "host"
         small = plan.reads and plan.total < len(plan.reads) * config.nbytes("host-read-below")
@@ -144,7 +145,7 @@ def _check(got: int, rd: Read) -> None:
 def upload(host: np.ndarray) -> cp.ndarray:
     """Small reads land in pinned host memory and go to the device in one copy: a CuFile per file
     (an open, a pool task and a future; in compat mode a bounce-buffer copy and sync per read) cost
-    more than reads of small chunks, tens of KB each, themselves (docs/performance.md)."""
+    more than reads of small chunks, tens of KB each, themselves (docs/decisions/local-reads.md)."""
     buf = cp.empty(host.nbytes, dtype=np.uint8)
     buf.set(host)
     wait(cp.cuda.get_current_stream())  # the pinned buffer goes back to its pool after this

@@ -33,9 +33,9 @@ def blocking_sync(on: bool = True) -> None:
     """Every device's primary context schedules its host waits as blocking syncs (``on``: a thread
     waiting for a stream sleeps instead of spinning on a core), or as CUDA's default (benchmarks time
     both). kvikio's compat-mode reads wait for a copy after each bounce buffer; spinning, its threads
-    take the cores that the tasks' threads need for their launches and read-backs (docs/performance.md
-    measures both). The driver applies the flag to a context already made as well; the context's
-    other flags are kept."""
+    take the cores that the tasks' threads need for their launches and read-backs
+    (docs/decisions/device-waits.md measures both). The driver applies the flag to a context already
+    made as well; the context's other flags are kept."""
     cuda = ctypes.CDLL("libcuda.so.1")
     count = ctypes.c_int()
     if err := cuda.cuInit(0) or cuda.cuDeviceGetCount(ctypes.byref(count)):

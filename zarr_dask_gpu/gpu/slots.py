@@ -1,6 +1,6 @@
 """Read slots: at most ``read-slots`` tasks of a process read at once (0: no limit). Fewer tasks
 reading at once finish their reads sooner and decode while the others read, rather than all
-reading, then all decoding (docs/performance.md)."""
+reading, then all decoding (docs/decisions/task-overlap.md)."""
 
 import contextlib
 import threading

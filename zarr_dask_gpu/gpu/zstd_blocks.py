@@ -30,7 +30,7 @@ _STEP = 256  # ZS_STEP as zstd.cu defines it: the copiers' threads, one a sequen
 # the frame copier's step (its thread block's threads, a sequence each between barriers): zstd.cu's,
 # or longer for batches of no more chunks than the device has SMs, each thread block then an SM's
 # only one: there the long step copies faster, while over more chunks the short step's six thread
-# blocks an SM copy faster (docs/performance.md)
+# blocks an SM copy faster (docs/decisions/zstd-copier.md)
 FRAME_STEPS = {"short": _STEP, "long": 1024}
 _XXH_THREADS = 128  # ZS_XXH_THREADS: four a frame
 _SEQ_THREADS = 8  # ZS_SEQ_THREADS: the sequences kernel's, a zstd block each with its tables in a room
@@ -41,12 +41,12 @@ _WARPS = 4  # ZS_WARPS: the warp copier's warps a thread block
 COPIERS = {"frames": 0, "waves": 1, "warps": 2}  # ZS_BY_FRAME, ZS_BY_WAVES, ZS_BY_WARP
 # the waves pay only where a frame in order is the tail: chunks this large, in a batch of no more
 # chunks than the GPU has SMs (a few huge chunks then copy several times faster); many small frames
-# copied by waves take longer than a thread block each (docs/performance.md)
+# copied by waves take longer than a thread block each (docs/decisions/zstd-copier.md)
 _WAVES_MIN_BYTES = 4 << 20
 # a warp a frame, a sequence at a time, for frames of no more sequences than this: many small frames
 # (blosc's inner streams of 32 KiB, about a thousand sequences each) copy many times faster than by a
 # thread block each, but a frame of a million sequences (an 8 MiB chunk), its sequences one after
-# another, copies many times slower (docs/performance.md)
+# another, copies many times slower (docs/decisions/zstd-copier.md)
 _WARP_MAX_SEQUENCES = 4096
 # ... and of no more bytes than this: raw and RLE blocks (incompressible or constant data) have no
 # sequences, and a warp copies them 32 bytes a step where a thread block copies 256
