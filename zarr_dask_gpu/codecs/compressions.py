@@ -11,12 +11,23 @@ imports on machines without a GPU.
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
 from . import headers, reference
 
 Check = Callable[[bytes | memoryview, int], str | None]
+
+
+class Decoder(StrEnum):
+    """Who decodes a compression's chunks on the GPU path."""
+
+    KERNELS = "kernels"  # this package's kernels, bounded on any bytes
+    NVCOMP = "nvcomp"  # nvCOMP, given only what a device walk has proven sound
+    HOST = "host"  # the reference library on the host's cores, then one copy to the device
+    BLOSC = "blosc"  # this package's frame kernels; the inner streams by their own row
+    NONE = "none"  # raw chunks, used where they lie
 
 
 @dataclass(frozen=True)
@@ -47,18 +58,17 @@ class Compression:
     skip
         Bytes before the payload that nvCOMP decodes (numcodecs lz4's 4-byte size).
     decoder
-        Who decodes it on the GPU path: ``"kernels"`` (this package's), ``"nvcomp"`` (after the
-        device walk ``device_check`` proves each item sound), ``"host"`` (the reference, then a copy
-        to the device), ``"blosc"`` (this package's frame kernels; the inner streams by their row),
-        or ``"none"`` (raw chunks, used in place).
+        Who decodes it on the GPU path (``Decoder``); nvCOMP after the device walk
+        ``device_check`` proves each item sound.
     device_check
         The kind number of ``gpu/validate.py``'s walk for this stream, or None where there is none.
     nvcomp
         nvCOMP's name of the algorithm (its C API's ``nvcompBatched<Name>...``), or None.
     host_from
-        Chunks that decode to this many bytes or more decode on the host instead (as ``"host"``
-        rows do): a stream that nvCOMP decodes with one thread block is slower there than on a CPU
-        core, and a block of such chunks has too few of them to fill the device. None: never.
+        Chunks that decode to this many bytes or more decode on the host instead (as
+        ``Decoder.HOST`` rows do): a stream that nvCOMP decodes with one thread block is slower
+        there than on a CPU core, and a block of such chunks has too few of them to fill the device.
+        None: never.
     decode
         The reference library's bounded decode into an output of the decoded size: why it failed,
         or None when the output holds the chunk.
@@ -68,7 +78,7 @@ class Compression:
 
     name: str
     check: Check
-    decoder: str
+    decoder: Decoder
     decode: reference.Decode | None
     info: str
     v2_ids: tuple[str, ...] = ()
@@ -87,11 +97,11 @@ _HOST_COPY = (
 )
 
 _ROWS = (
-    Compression("none", headers.check_raw, "none", None, "GPU (used as stored)"),
+    Compression("none", headers.check_raw, Decoder.NONE, None, "GPU (used as stored)"),
     Compression(
         "zstd",
         headers.check_zstd,
-        "kernels",
+        Decoder.KERNELS,
         reference.zstd_into,
         "GPU (zstd kernels)",
         v2_ids=("zstd",),
@@ -102,7 +112,7 @@ _ROWS = (
     Compression(
         "gzip",
         headers.check_gzip,
-        "host",
+        Decoder.HOST,
         reference.gzip_into,
         _HOST_COPY,
         v2_ids=("gzip",),
@@ -112,7 +122,7 @@ _ROWS = (
     Compression(
         "zlib",
         headers.check_zlib,
-        "host",
+        Decoder.HOST,
         reference.zlib_into,
         _HOST_COPY,
         v2_ids=("zlib",),
@@ -122,7 +132,7 @@ _ROWS = (
     Compression(
         "lz4",
         headers.check_lz4,
-        "nvcomp",
+        Decoder.NVCOMP,
         reference.lz4_into,
         "GPU (lz4 walk kernel, nvCOMP lz4); chunks of 4 MiB or more: CPU (liblz4, on cpu-threads), "
         "then copied to the device once",
@@ -137,7 +147,7 @@ _ROWS = (
     Compression(
         "lz4-block",
         headers.check_lz4_block,
-        "nvcomp",
+        Decoder.NVCOMP,
         reference.lz4_block_into,
         "GPU (lz4 walk kernel, nvCOMP lz4)",
         device_check=5,
@@ -146,7 +156,9 @@ _ROWS = (
     # blosc frames of each inner compressor nvCOMP or this package decodes (lz4hc writes lz4 blocks;
     # blosclz and snappy are decoded on the CPU)
     *(
-        Compression(f"blosc-{name}", headers.check_blosc_frame, "blosc", reference.blosc_into, "", blosc=b)
+        Compression(
+            f"blosc-{name}", headers.check_blosc_frame, Decoder.BLOSC, reference.blosc_into, "", blosc=b
+        )
         for name, b in {
             "lz4": Blosc(("lz4", "lz4hc"), "lz4-block", 1),
             "zstd": Blosc(("zstd",), "zstd", 4),
@@ -194,7 +206,7 @@ def inner(row: Compression) -> Compression:
 
 def on_host(row: Compression, decoded: int) -> bool:
     """Whether the GPU path decodes chunks of ``row`` that decode to ``decoded`` bytes on the host."""
-    return row.decoder == "host" or (row.host_from is not None and decoded >= row.host_from)
+    return row.decoder == Decoder.HOST or (row.host_from is not None and decoded >= row.host_from)
 
 
 def info(row: Compression) -> str:

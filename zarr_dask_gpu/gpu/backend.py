@@ -15,6 +15,7 @@ import numpy as np
 from .. import config, phases
 from ..backends import host_block
 from ..codecs import compressions
+from ..codecs.compressions import Decoder
 from ..io import Staged, host_reader
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece, decode_calls, read_groups
@@ -84,7 +85,7 @@ class GpuBackend:
                 continue
             row = compressions.get(chain.compression)
             host = compressions.on_host(row, expected_bytes(info, chain))
-            if host and decompress.decoder(row.name) != "kernels":  # the rest of the chain here
+            if host and decompress.decoder(row.name) != Decoder.KERNELS:  # the rest of the chain here
                 results[k] = _decoded_on_host(info, pieces, make_out)
                 continue
             skip = row.skip
@@ -107,7 +108,7 @@ class GpuBackend:
         merged: dict[tuple[str, int], list[Batch]] = {}  # one decode batch per compression and buffer
         for b in batches.values():
             row = compressions.get(b.chain.compression)
-            if not len(b.present) or row.decoder == "none":
+            if not len(b.present) or row.decoder == Decoder.NONE:
                 continue
             if row.blosc is not None:
                 self._decode_blosc(b, row)
@@ -233,7 +234,7 @@ class GpuBackend:
         todo = np.arange(len(offsets))
         skip = 0
         decoder = decompress.decoder(kind)
-        if decoder == "nvcomp":
+        if decoder == Decoder.NVCOMP:
             with phases.record("check", chunks=len(offsets)):
                 bad = validate.check_batch(buffer, offsets, sizes, kind, out_sizes)
             if bad:
@@ -244,14 +245,14 @@ class GpuBackend:
             skip = compressions.get(kind).skip
         if not len(todo):
             return []
-        if decoder == "nvcomp":  # nvCOMP wants aligned inputs; the kernels and the host read any address
+        if decoder == Decoder.NVCOMP:  # nvCOMP wants aligned inputs; the kernels and the host read any
             payload, payload_offsets = aligned(buffer, offsets[todo] + skip, sizes[todo] - skip, ALIGN)
         else:
             payload, payload_offsets = buffer, offsets[todo]
         with phases.record("decode", chunks=len(todo)):
             got = self._nvcomp(kind, payload, payload_offsets, sizes[todo] - skip, dst[todo], out_sizes[todo])
         bad = [(int(todo[j]), why) for j, why in got]
-        if decoder != "nvcomp":  # the kernels' and the host's failures are the reference's already
+        if decoder != Decoder.NVCOMP:  # the kernels' and the host's failures are the reference's already
             return bad
         return _rescue(kind, buffer, offsets, sizes, dst, out_sizes, bad)
 

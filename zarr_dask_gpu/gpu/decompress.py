@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import config
 from ..codecs import compressions
+from ..codecs.compressions import Decoder
 from . import host_decode, inflate, transfer, zstd_blocks
 from .sync import wait
 
@@ -103,7 +104,7 @@ def launch(
     by libzstd on the host), gzip and zlib by zlib on the host, lz4 by nvCOMP."""
     dst_sizes = np.asarray(dst_sizes)
     which = decoder(compression)
-    if which == "kernels":
+    if which == Decoder.KERNELS:
 
         def on_host(which: np.ndarray) -> list[tuple[int, str]]:
             done = host_decode.decode(
@@ -116,20 +117,20 @@ def launch(
         return zstd_blocks.launch(
             src, src_sizes, dst, dst_sizes, stream, on_host, config.flag("verify-checksums")
         )
-    if which == "host":
+    if which == Decoder.HOST:
         return host_decode.decode(compression, src, src_sizes, dst, dst_sizes, stream)
     return nvcomp(compression, src, src_sizes, dst, dst_sizes, stream)
 
 
-def decoder(compression: str) -> str:
-    """ "kernels", "host" or "nvcomp": who decodes ``compression`` (its row's ``decoder``: nvCOMP 6.0
+def decoder(compression: str) -> Decoder:
+    """Who decodes ``compression`` (its row's ``decoder``: nvCOMP 6.0
     is not hardened against damaged frames, so it gets only what a device walk has proven sound,
     docs/design.md); ``zstd-decoder: nvcomp`` hands zstd to nvCOMP, for trusted data only;
     ``deflate-decoder: kernels`` hands gzip and zlib to this package's inflate kernel."""
     if compression == "zstd" and config.choice("zstd-decoder") == "nvcomp":
-        return "nvcomp"
+        return Decoder.NVCOMP
     if compression in inflate.WRAPPERS and config.choice("deflate-decoder") == "kernels":
-        return "kernels"
+        return Decoder.KERNELS
     return compressions.get(compression).decoder
 
 
