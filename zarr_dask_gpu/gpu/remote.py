@@ -11,13 +11,13 @@ from ..io import Staged, layout
 from ..metadata import ArrayInfo
 from ..retry import as_oserror, retrying
 from ..storage import Range
-from ..stores import FsspecStore
+from ..stores import DeviceReader, FsspecStore
 from .reader import collect, in_flight
 
 _SIZE_THREADS = 32  # concurrent size requests for objects of unknown size (network latency bound)
 
 
-def device_reader(info: ArrayInfo) -> str:
+def device_reader(info: ArrayInfo) -> DeviceReader:
     """The device reader ``info``'s store names (``Store.device_reader``, after
     ``zarr_dask_gpu.remote-io``): "cufile" (local files), "kvikio" (kvikio.RemoteFile) or "host"."""
     return info.store.device_reader(kvikio.is_remote_file_available)
