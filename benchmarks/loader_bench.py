@@ -26,7 +26,7 @@ Rows, each fully shuffled, warm page cache, batches landing on the GPU:
   around the middle batches) and the gaps between batches handed out; then the same epoch's reads
   alone (each batch's new windows read on as many threads, nothing stacked, no order kept), the rate
   the tasks give without the loader around them; only these rows when given.
-- ``--variants "read-slots=0;coalesce-wait=None"``: ``ZarrSamples`` alone at ``--variant-prefetch``
+- ``--variants "read-slots=0;join-wait=None"``: ``ZarrSamples`` alone at ``--variant-prefetch``
   with each of the package's settings given (and with none), the seconds of each task phase summed
   (``zarr_dask_gpu.phases``); only these rows when given.
 

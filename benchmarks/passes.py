@@ -9,7 +9,7 @@ pass) weighs on all alike.
 Run on the GPU host after `zarr-dask-gpu bench` (or ``python3 -m zarr_dask_gpu.bench.datasets A-large``)
 has written the dataset:
     python3 benchmarks/passes.py [--path /tmp/bench-a.zarr-large] [--rounds 5] [--variants default
-        step=short step=long waits=spin coalesce-tasks=3 ...]
+        step=short step=long waits=spin join-tasks=3 ...]
 """
 
 import argparse
@@ -27,7 +27,7 @@ from zarr_dask_gpu.gpu import setup, zstd_blocks
 
 def variant(text: str) -> Any:
     """``default``, ``step=NAME`` (a name of ``zstd_blocks.FRAME_STEPS``), ``waits=spin``,
-    ``kvikio:KEY=INT,...`` (``kvikio.defaults``' keys) or settings as ``coalesce-tasks=3,read-slots=1``:
+    ``kvikio:KEY=INT,...`` (``kvikio.defaults``' keys) or settings as ``join-tasks=3,read-slots=1``:
     a context to run passes in."""
     if text == "default":
         return contextlib.nullcontext()

@@ -11,7 +11,7 @@ started and how long it took), and for the full case one line per task.
 
 Run on the GPU host after `zarr-dask-gpu bench` has written its dataset:
     python3 benchmarks/timeline.py [--path /tmp/bench-a.zarr] [--threads 16] [--cold] [--case PREFIX]
-        [--release] [--settings coalesce-tasks=4,read-slots=0 ...]
+        [--release] [--settings join-tasks=4,read-slots=0 ...]
 With ``--cold`` the dataset's files leave the page cache before each pass; with ``--release`` cupy's pool
 is emptied before each pass, so that it allocates all it uses (the bench's first row). ``--scratch``
 reports one task's peak device memory per ``decode-call-bytes`` instead.
@@ -69,8 +69,8 @@ def cases() -> dict[str, Callable[[], Any]]:
         # every decode call returns at once, no failures (the tasks still join their calls)
         "no decode": lambda: _patch(decompress, "decode_joined", lambda c, batches, s: [[] for _ in batches]),
         "read-slots=0 (all tasks read at once)": lambda: settings({"read-slots": 0}),
-        "coalesce-decodes=False (a call per task)": lambda: settings({"coalesce-decodes": False}),
-        "coalesce-wait=None (waits for its partner)": lambda: settings({"coalesce-wait": None}),
+        "join-decodes=False (a call per task)": lambda: settings({"join-decodes": False}),
+        "join-wait=None (waits for its partner)": lambda: settings({"join-wait": None}),
         "kvikio device preads (host-read-below=0)": lambda: settings({"host-read-below": 0}),
         "task streams at the joined calls' priority": lambda: streams.task_priority(streams.JOINED_PRIORITY),
     }
@@ -93,7 +93,7 @@ def main() -> None:
         "--settings",
         action="append",
         default=[],
-        help='a case more with these settings, as "coalesce-tasks=4,read-slots=0" (repeatable)',
+        help='a case more with these settings, as "join-tasks=4,read-slots=0" (repeatable)',
     )
     args = p.parse_args()
     if args.scratch:

@@ -121,8 +121,8 @@ class Coalescer[T, R]:
 
 def joins(out_sizes: np.ndarray, below: int | None, fewer: int | None = None) -> bool:
     """Whether a task's decode batch joins other tasks' calls: its items average fewer than ``below``
-    decoded bytes (``coalesce-below``; None: any size) and number fewer than ``fewer``
-    (``coalesce-items``; None: any count). Few huge frames, or as many small ones as the device
+    decoded bytes (``join-below``; None: any size) and number fewer than ``fewer``
+    (``join-items``; None: any count). Few huge frames, or as many small ones as the device
     runs at once, fill it alone, and a joined call would wait for its partner's reads."""
     if len(out_sizes) == 0:
         return True

@@ -9,6 +9,7 @@ is in docs/configuration.md.
 """
 
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -54,18 +55,18 @@ SETTINGS: dict[str, Setting] = {
     "staging": Setting(
         "device", "choice", "where a GPU task's compressed chunks wait", choices=("device", "host")
     ),
-    "coalesce-decodes": Setting(True, "bool", "join the decode calls of a device's tasks decoding at once"),
-    "coalesce-tasks": Setting(2, "int", "make a joined call once this many tasks' calls are ready (0: all)"),
-    "coalesce-below": Setting(
+    "join-decodes": Setting(True, "bool", "join the decode calls of a device's tasks decoding at once"),
+    "join-tasks": Setting(2, "int", "make a joined call once this many tasks' calls are ready (0: all)"),
+    "join-below": Setting(
         "64MiB", "bytes", "tasks whose chunks average this size or more decode alone (None: none)", True
     ),
-    "coalesce-items": Setting(
+    "join-items": Setting(
         8192,
         "int",
         "tasks of this many chunks (blosc: inner streams) or more decode alone (None: none)",
         True,
     ),
-    "coalesce-wait": Setting(
+    "join-wait": Setting(
         "10ms", "duration", "the longest a call waits for the others' (None: no bound)", True
     ),
     "zstd-decoder": Setting(
@@ -94,13 +95,27 @@ SETTINGS: dict[str, Setting] = {
     ),
 }
 
+# keys renamed, the old name still read (with a FutureWarning): "coalesce" names merging byte ranges
+# only, and joining tasks' decode calls is "join"
+RENAMED = {f"coalesce-{k}": f"join-{k}" for k in ("decodes", "tasks", "below", "items", "wait")}
+_FORMER = {new: old for old, new in RENAMED.items()}
+_UNSET = object()
+
 DEFAULTS: dict[str, Any] = {key: s.default for key, s in SETTINGS.items()}
 
 dask.config.update_defaults({"zarr_dask_gpu": DEFAULTS})
 
 
 def get(key: str) -> Any:
-    """Return the configured value of ``zarr_dask_gpu.<key>`` as it was set."""
+    """Return the configured value of ``zarr_dask_gpu.<key>`` as it was set (under its former name,
+    where it was renamed and is set so)."""
+    if key in _FORMER:
+        value = dask.config.get(f"zarr_dask_gpu.{_FORMER[key]}", _UNSET)
+        if value is not _UNSET:
+            warnings.warn(
+                f"zarr_dask_gpu.{_FORMER[key]} is now zarr_dask_gpu.{key}", FutureWarning, stacklevel=3
+            )
+            return value
     return dask.config.get(f"zarr_dask_gpu.{key}")
 
 

@@ -165,11 +165,11 @@ ROWS: tuple[Row, ...] = (
             _s(decode_call_bytes="128MiB"),
             _s(decode_call_bytes="64MiB"),
             _s(read_slots=0),
-            _s(read_slots=4, coalesce_tasks=4),  # the defaults before 1 GiB blocks
-            _s(coalesce_tasks=0),
-            _s(coalesce_wait=None),
+            _s(read_slots=4, join_tasks=4),  # the defaults before 1 GiB blocks
+            _s(join_tasks=0),
+            _s(join_wait=None),
             _s(staging=OTHER_STAGING),
-            _s(coalesce_decodes=False),  # each task's nvCOMP calls its own, as before coalescing
+            _s(join_decodes=False),  # each task's nvCOMP calls its own, as before coalescing
         )
     ),
     # other block sizes: more, smaller tasks than threads (reads of later tasks overlap decodes of
@@ -219,7 +219,7 @@ ROWS: tuple[Row, ...] = (
     # cold: the page cache dropped for the dataset's files before each pass, untimed
     Row(COLD_CEILING, "cold-ceiling", skip="cold"),
     Row(COLD_DEFAULT, "cold", skip="cold"),
-    *(Row(f"cold: {OURS}", "cold", s, skip="cold") for s in (_s(read_slots=0), _s(coalesce_wait=None))),
+    *(Row(f"cold: {OURS}", "cold", s, skip="cold") for s in (_s(read_slots=0), _s(join_wait=None))),
     # every other dataset of --datasets: ours, the techniques that matter there, zarr-python
     Row("{dataset}: " + DEFAULT, dataset=EACH),
     Row("{dataset}: same, cupy's pool kept between passes", "kept", dataset=EACH),
@@ -228,10 +228,10 @@ ROWS: tuple[Row, ...] = (
         for s, n in (
             (_s(zstd_decoder="nvcomp"), "zstd"),  # nvCOMP's decoder, for trusted data only
             (_s(host_read_below=0), None),  # kvikio preads only
-            (_s(coalesce_tasks=0), None),  # joined calls of every task then decoding, as before
-            (_s(coalesce_wait=None), None),  # a task's call waits for its partner's however long
+            (_s(join_tasks=0), None),  # joined calls of every task then decoding, as before
+            (_s(join_wait=None), None),  # a task's call waits for its partner's however long
             (_s(staging=OTHER_STAGING), None),
-            (_s(coalesce_decodes=False), None),  # each task's nvCOMP calls its own
+            (_s(join_decodes=False), None),  # each task's nvCOMP calls its own
         )
     ),
     # its ceilings, on its own chunk files

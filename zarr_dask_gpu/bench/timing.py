@@ -64,7 +64,7 @@ def setting_value(text: str) -> Any:
 
 
 def parse_settings(text: str) -> dict[str, Any]:
-    """``"read-slots=0,coalesce-wait=None"`` as ``settings`` takes it, each value by ``setting_value``."""
+    """``"read-slots=0,join-wait=None"`` as ``settings`` takes it, each value by ``setting_value``."""
     pairs = (kv.split("=", 1) for kv in text.split(",") if kv)
     return {k: setting_value(v) for k, v in pairs}
 

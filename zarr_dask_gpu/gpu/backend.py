@@ -268,7 +268,7 @@ class GpuBackend:
         """Batched decodes (``decompress.launch``), item ``i`` to device address ``dst[i]``, in calls of
         at most ``decode-call-bytes`` decoded bytes, each waited for (the GIL released); the items
         that failed or decoded to a size other than ``out_sizes`` says, as (index, reason). With
-        ``coalesce-decodes`` the calls join those of the device's other tasks decoding at once."""
+        ``join-decodes`` the calls join those of the device's other tasks decoding at once."""
         ready = cp.cuda.Event(disable_timing=True)
         ready.record(task_stream())
         batch = decompress.Batch(

@@ -1,5 +1,5 @@
 """Decode calls of the GPU backend, joined across the tasks of a device that decode at once
-(``coalesce-decodes``): one call of many tasks' chunks ends sooner than as many concurrent calls."""
+(``join-decodes``): one call of many tasks' chunks ends sooner than as many concurrent calls."""
 
 import contextlib
 import threading
@@ -17,7 +17,7 @@ _coalescers: dict[int, Coalescer] = {}  # per device
 
 
 def coalescing() -> bool:
-    return config.flag("coalesce-decodes")
+    return config.flag("join-decodes")
 
 
 def member() -> contextlib.AbstractContextManager:
@@ -29,16 +29,16 @@ def member() -> contextlib.AbstractContextManager:
 def decode(compression: str, batch: decompress.Batch) -> list[tuple[int, str]]:
     """``batch`` decoded, joined with the device's other tasks' calls when coalescing, alone
     otherwise; its failures as (index, reason)."""
-    fewer = config.maybe_integer("coalesce-items")
-    if coalescing() and joins(batch.dst_sizes, config.maybe_nbytes("coalesce-below"), fewer):
+    fewer = config.maybe_integer("join-items")
+    if coalescing() and joins(batch.dst_sizes, config.maybe_nbytes("join-below"), fewer):
         # a joined call that raised (scratch too large for many tasks' chunks) is retried alone below,
         # so that each task gets its own outcome
         with contextlib.suppress(Exception):
             return _coalescer().submit(
                 compression,
                 batch,
-                config.integer("coalesce-tasks"),
-                config.maybe_seconds("coalesce-wait"),
+                config.integer("join-tasks"),
+                config.maybe_seconds("join-wait"),
             )
     # alone: not coalescing, chunks too large to join, or a joined call that raised; meanwhile the
     # others' calls need not wait for this one
