@@ -26,7 +26,7 @@ from zarr_dask_gpu.bench import ceilings, datasets
 from zarr_dask_gpu.gpu import kernels
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: its host test harness
-from tests.test_zstd_c import decode as host_decode
+from tests.codecs.test_zstd_c import decode as host_decode
 
 # counters: deferred, past the list, hops, hops within 3 sequences back, in its own, over 15 back, steps
 COUNTERS = 7

@@ -1222,7 +1222,7 @@ def zlib_array(path, shape: tuple[int, ...], chunks: tuple[int, ...], damaged: s
     ``damaged`` (a key) with one byte in its middle flipped."""
     import zarr
 
-    from .conftest import sample
+    from .helpers import sample
 
     a = zarr.create_array(
         path, shape=shape, chunks=chunks, dtype="f8", zarr_format=2, compressors=numcodecs.Zlib(1)

@@ -23,7 +23,7 @@ from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
-from .conftest import sample
+from .helpers import sample
 
 ARRAYS = {"g3": ("plain", "sharded", "mixed"), "g2": ("plain",)}
 

@@ -14,7 +14,7 @@ libraries: numcodecs' GZip (Python's gzip module: several members, zero padding 
 Deflate streams are inflated by zlib-ng, zlib's inflate made faster (about twice its pace), through
 its package's copy of Python's ``zlib`` module: zlib's verdict on every stream; gzip members are read
 as Python's gzip module reads them (numcodecs' reader), their raw streams inflated by zlib-ng
-(tests/test_reference.py holds both to Python's modules over thousands of damaged streams).
+(tests/codecs/test_reference.py holds both to Python's modules over thousands of damaged streams).
 libdeflate and ISA-L are faster still but decode streams zlib refuses: docs/decisions/host-inflate.md.
 Each ``*_into`` here decodes a chunk that passed its host check; ``compressions.decode_into`` runs
 both. The ``*_at_most`` functions decode the streams that state no size (gzip, zlib, and numcodecs'

@@ -5,8 +5,8 @@ cupy (NVRTC) at first use, one module a file.
 but cupy's kernel cache is keyed on the code it is given (its own headers aside), so a header edit
 would reuse binaries built before it: ``source`` puts the text of every ``#include "..."`` of a file
 beside the source in its place, with ``#line`` marks so that compiler messages name the right file
-and line. The host compiler reads the same files with its own ``#include`` (tests/test_kernels_c.py,
-tests/test_zstd_c.py). Each kernel's work is a device function (``*_item`` and the like) that the
+and line. The host compiler reads the same files with its own ``#include`` (tests/codecs/test_kernels_c.py,
+tests/codecs/test_zstd_c.py). Each kernel's work is a device function (``*_item`` and the like) that the
 host tests call; the ``__global__`` wrappers, CUDA only, map threads to items.
 
 This module imports cupy only when a module is compiled, so the sources can be found without it."""

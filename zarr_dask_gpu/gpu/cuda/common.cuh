@@ -1,5 +1,5 @@
 // What every CUDA source of this package shares: the integer types the kernels use and, where a source
-// is compiled as C by the host compiler (tests/test_kernels_c.py, tests/test_zstd_c.py), C stand-ins
+// is compiled as C by the host compiler (tests/codecs/test_kernels_c.py, tests/codecs/test_zstd_c.py), C stand-ins
 // for the CUDA qualifiers and built-in types its device functions use. NVRTC and nvcc define
 // __CUDACC__; the host compiler does not. Each kernel's __global__ wrapper is CUDA only (the host
 // tests call its device function), so each source puts its wrappers under #ifdef __CUDACC__.

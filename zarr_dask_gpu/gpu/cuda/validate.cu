@@ -67,7 +67,7 @@ typedef struct { const u8* d; int n; int base, hi; u8* win; } lz4_src;
 #define LZ4_LANE (threadIdx.x & 31)
 #define LZ4_STRIDE 512  // the 32 lanes' 16-byte loads
 #define LZ4_SYNC() __syncwarp()
-#else  // the host plays a warp with one thread (tests/test_kernels_c.py)
+#else  // the host plays a warp with one thread (tests/codecs/test_kernels_c.py)
 #define LZ4_LANE 0
 #define LZ4_STRIDE 16
 #define LZ4_SYNC()

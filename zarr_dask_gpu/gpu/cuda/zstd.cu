@@ -14,7 +14,7 @@
 // are strict: what RFC 8878 allows but they do not take (offset codes over 26, windows over 128 MiB)
 // is ZS_UNSUPPORTED, and what they refuse libzstd judges on the host (gpu/backend.py's _rescue).
 //
-// The same source compiles as C on the host (tests/test_zstd_c.py), where each kernel's items run one
+// The same source compiles as C on the host (tests/codecs/test_zstd_c.py), where each kernel's items run one
 // after another and the copier's steps are played sequentially.
 
 #include "common.cuh"
