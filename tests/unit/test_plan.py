@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zarr_dask_gpu import MetadataError
-from zarr_dask_gpu.coalesce import joins
 from zarr_dask_gpu.config import DEFAULTS
+from zarr_dask_gpu.joining import joins
 from zarr_dask_gpu.plan import block_chunks, block_pieces, decode_calls, read_groups
 
 

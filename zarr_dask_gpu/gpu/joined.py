@@ -8,41 +8,41 @@ from collections.abc import Hashable, Sequence
 import cupy as cp
 
 from .. import config, phases
-from ..coalesce import Coalescer, joins
+from ..joining import Joiner, joins
 from . import decompress
 from .streams import joining_stream
 
 _lock = threading.Lock()
-_coalescers: dict[int, Coalescer] = {}  # per device
+_joiners: dict[int, Joiner] = {}  # per device
 
 
-def coalescing() -> bool:
+def joining() -> bool:
     return config.flag("join-decodes")
 
 
 def member() -> contextlib.AbstractContextManager:
     """Held by a task from before its reads to after its last decode: while members are on their
-    way, submitted calls wait for theirs (``Coalescer``)."""
-    return _coalescer().member() if coalescing() else contextlib.nullcontext()
+    way, submitted calls wait for theirs (``Joiner``)."""
+    return _joiner().member() if joining() else contextlib.nullcontext()
 
 
 def decode(compression: str, batch: decompress.Batch) -> list[tuple[int, str]]:
-    """``batch`` decoded, joined with the device's other tasks' calls when coalescing, alone
+    """``batch`` decoded, joined with the device's other tasks' calls when joining, alone
     otherwise; its failures as (index, reason)."""
     fewer = config.maybe_integer("join-items")
-    if coalescing() and joins(batch.dst_sizes, config.maybe_nbytes("join-below"), fewer):
+    if joining() and joins(batch.dst_sizes, config.maybe_nbytes("join-below"), fewer):
         # a joined call that raised (scratch too large for many tasks' chunks) is retried alone below,
         # so that each task gets its own outcome
         with contextlib.suppress(Exception):
-            return _coalescer().submit(
+            return _joiner().submit(
                 compression,
                 batch,
                 config.integer("join-tasks"),
                 config.maybe_seconds("join-wait"),
             )
-    # alone: not coalescing, chunks too large to join, or a joined call that raised; meanwhile the
+    # alone: not joining, chunks too large to join, or a joined call that raised; meanwhile the
     # others' calls need not wait for this one
-    with _coalescer().aside() if coalescing() else contextlib.nullcontext():
+    with _joiner().aside() if joining() else contextlib.nullcontext():
         return _decode_joined(compression, [batch])[0]
 
 
@@ -54,10 +54,10 @@ def _decode_joined(compression: Hashable, batches: Sequence[decompress.Batch]) -
         return decompress.decode_joined(str(compression), batches, stream)
 
 
-def _coalescer() -> Coalescer:
-    """This device's coalescer: the decode calls of its tasks decoding at once, joined."""
+def _joiner() -> Joiner:
+    """This device's joiner: the decode calls of its tasks decoding at once, joined."""
     dev = cp.cuda.Device().id
     with _lock:
-        if dev not in _coalescers:
-            _coalescers[dev] = Coalescer(_decode_joined)
-        return _coalescers[dev]
+        if dev not in _joiners:
+            _joiners[dev] = Joiner(_decode_joined)
+        return _joiners[dev]

@@ -19,7 +19,7 @@ class _Entry[T, R]:
         self.error: BaseException | None = None
 
 
-class Coalescer[T, R]:
+class Joiner[T, R]:
     """Runs the items that tasks submit while other tasks are still on their way in one call per key.
 
     A task enters ``member`` before the work that leads to its submissions (its reads) and leaves it

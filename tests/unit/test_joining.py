@@ -1,4 +1,4 @@
-"""The coalescer that joins concurrent tasks' nvCOMP calls, on real threads with a plain ``run``."""
+"""The joiner that joins concurrent tasks' nvCOMP calls, on real threads with a plain ``run``."""
 
 import random
 import threading
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from zarr_dask_gpu.coalesce import Coalescer
+from zarr_dask_gpu.joining import Joiner
 
 
 class Recorder:
@@ -59,7 +59,7 @@ def as_members(c, n, body):
 
 def test_items_of_members_on_their_way_go_in_one_call():
     run = Recorder()
-    c = Coalescer(run)
+    c = Joiner(run)
 
     def body(k):
         time.sleep(random.uniform(0, 0.05))  # reads of different lengths
@@ -72,7 +72,7 @@ def test_items_of_members_on_their_way_go_in_one_call():
 
 def test_a_member_that_leaves_without_submitting_releases_the_others():
     run = Recorder()
-    c = Coalescer(run)
+    c = Joiner(run)
 
     def body(k):
         if k == 0:
@@ -88,7 +88,7 @@ def test_a_member_that_leaves_without_submitting_releases_the_others():
 
 def test_a_member_decoding_aside_does_not_hold_the_others_call():
     run = Recorder()
-    c = Coalescer(run)
+    c = Joiner(run)
     joined = threading.Event()
 
     def body(k):
@@ -106,7 +106,7 @@ def test_a_member_decoding_aside_does_not_hold_the_others_call():
 
 def test_a_call_starts_once_most_items_are_pending_while_other_members_read():
     run = Recorder()
-    c = Coalescer(run)
+    c = Joiner(run)
     first_two = threading.Event()
 
     def body(k):
@@ -125,7 +125,7 @@ def test_a_call_starts_once_most_items_are_pending_while_other_members_read():
 
 def test_patience_bounds_the_wait_for_a_member_still_reading():
     run = Recorder()
-    c = Coalescer(run)
+    c = Joiner(run)
     first_done = threading.Event()
 
     def body(k):
@@ -144,7 +144,7 @@ def test_patience_bounds_the_wait_for_a_member_still_reading():
 
 def test_members_arriving_within_patience_still_join():
     run = Recorder()
-    c = Coalescer(run)
+    c = Joiner(run)
 
     def body(k):
         time.sleep(0.02 * k)  # partners a little apart, as warm reads are
@@ -156,7 +156,7 @@ def test_members_arriving_within_patience_still_join():
 
 def test_one_call_per_key():
     run = Recorder()
-    c = Coalescer(run)
+    c = Joiner(run)
     got = as_members(c, 6, lambda k: c.submit("lz4" if k % 2 else "zstd", k))
     assert got == [("lz4" if k % 2 else "zstd", 2 * k) for k in range(6)]
     assert sorted((key, sorted(items)) for key, items in run.calls) == [
@@ -167,16 +167,16 @@ def test_one_call_per_key():
 
 def test_a_failed_call_raises_in_every_submitter_of_it_and_the_next_call_runs():
     run = Recorder(fail_on=3)
-    c = Coalescer(run)
+    c = Joiner(run)
     out = as_members(c, 4, lambda k: c.submit("zstd", k))  # raises in all four: item 3 is in the call
     assert all(isinstance(e, ValueError) and "item 3" in str(e) for e in out)
-    with c.member():  # the coalescer is usable after a failed call
+    with c.member():  # the joiner is usable after a failed call
         assert c.submit("zstd", 1) == ("zstd", 2)
 
 
 def test_a_single_task_outside_others_runs_at_once():
     run = Recorder()
-    c = Coalescer(run)
+    c = Joiner(run)
     with c.member():
         assert c.submit("zstd", 4) == ("zstd", 8)
         assert c.submit("zstd", 5) == ("zstd", 10)  # a second submit of the same task
@@ -191,7 +191,7 @@ def test_random_tasks_all_get_their_own_results(seed, most, patience):
     plans = [[(rng.choice("ab"), rng.randrange(1000)) for _ in range(rng.randrange(4))] for _ in range(16)]
     delays = [[rng.uniform(0, 0.02) for _ in p] for p in plans]
     run = Recorder()
-    c = Coalescer(run)
+    c = Joiner(run)
 
     def task(k):
         got = []
