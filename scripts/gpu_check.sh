@@ -59,9 +59,9 @@ step sanitize "${SANITIZE_TIMEOUT:-480}" env ZDG_CUPY_POOL=0 bash -c '
   cs="compute-sanitizer --error-exitcode 97 --print-limit 20"
   export ZDG_DAMAGE_EVERY=${ZDG_DAMAGE_EVERY:-20}  # every 20th case of the corpus: memcheck is slow
   $cs --tool memcheck --leak-check no python3 -m pytest -q -m gpu -p no:cacheprovider -o faulthandler_timeout=300 \
-    ${MEMCHECK_TESTS:-tests/gpu/test_gpu_zstd.py tests/gpu/test_validate.py tests/gpu/test_memory.py tests/gpu/test_concurrency.py tests/gpu/test_process.py tests/gpu/test_readers.py tests/gpu/test_blosc.py tests/codecs/test_damage.py::test_reads_agree_with_the_reference} || exit $?
+    ${MEMCHECK_TESTS:-tests/gpu/test_gpu_zstd.py tests/gpu/test_gpu_inflate.py tests/gpu/test_validate.py tests/gpu/test_memory.py tests/gpu/test_concurrency.py tests/gpu/test_process.py tests/gpu/test_readers.py tests/gpu/test_blosc.py tests/codecs/test_damage.py::test_reads_agree_with_the_reference} || exit $?
   $cs --tool racecheck python3 -m pytest -q -m gpu -p no:cacheprovider \
-    ${RACECHECK_TESTS:-tests/gpu/test_gpu_zstd.py::test_frames_as_libzstd_reads_them tests/gpu/test_validate.py::test_the_warps_lz4_walk_agrees_with_one_threads tests/gpu/test_blosc.py::test_blosc_blocks_unshuffled_in_place_read_as_zarr_does}'
+    ${RACECHECK_TESTS:-tests/gpu/test_gpu_zstd.py::test_frames_as_libzstd_reads_them tests/gpu/test_gpu_inflate.py::test_the_kernel_accepts_in_one_batch_only_what_the_reference_decodes_alike tests/gpu/test_validate.py::test_the_warps_lz4_walk_agrees_with_one_threads tests/gpu/test_blosc.py::test_blosc_blocks_unshuffled_in_place_read_as_zarr_does}'
 # shellcheck disable=SC2086  # ZPROBE_ARGS holds several words
 step zprobe 150 python3 benchmarks/probe_zstd.py ${ZPROBE_ARGS:-}
 # shellcheck disable=SC2086  # UNSHUFFLE_ARGS holds several words
