@@ -339,15 +339,20 @@ __device__ u32 if_crc32_join(u32 x, u32 y, i64 n) {
 
 // Adler-32 (crc 0) or CRC-32 (crc 1) of d[0..n): each lane a slice, joined by lane 0; every lane
 // gets the sum
+// the bytes of lane j's slice of n bytes, slices of `slice` bytes
+__device__ __forceinline__ i64 if_slice_len(i64 n, i64 slice, int j) {
+    i64 at = j * slice;
+    return at >= n ? 0 : (n - at < slice ? n - at : slice);
+}
+
 __device__ u32 if_checksum(const u8* d, i64 n, int crc, const u32* table) {
     IF_SYNC();  // after every lane's writes
-    i64 slice = (n + IF_LANES - 1) / IF_LANES, from = IF_LANE * slice;
-    i64 k = from >= n ? 0 : (n - from < slice ? n - from : slice);
+    i64 slice = (n + IF_LANES - 1) / IF_LANES, from = IF_LANE * slice, k = if_slice_len(n, slice, IF_LANE);
     u32 mine = crc ? if_crc32(d + from, k, table) : if_adler32(d + from, k);
     u32 sum = mine;
     for (int j = 1; j < IF_LANES; j++) {
         u32 theirs = IF_SHFL(mine, j);
-        i64 at = j * slice, len = at >= n ? 0 : (n - at < slice ? n - at : slice);
+        i64 len = if_slice_len(n, slice, j);
         sum = crc ? if_crc32_join(sum, theirs, len) : if_adler32_join(sum, theirs, len);
     }
     return IF_SHFL(sum, 0);
