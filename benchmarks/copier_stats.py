@@ -1,4 +1,4 @@
-"""What the zstd frame copier (``gpu/cuda/zstd.cu``, a thread block a frame, ``ZS_STEP`` sequences a step)
+"""What the zstd frame copier (``gpu/kernels/zstd.cu``, a thread block a frame, ``ZS_STEP`` sequences a step)
 meets on a dataset's chunks, counted by the source's host build, no GPU needed:
 
     python3 benchmarks/copier_stats.py [--datasets A,E,Ez] [--gib 0.25]

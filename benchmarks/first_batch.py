@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from loader_bench import NAMES, write  # benchmarks/, beside this script
 
-from zarr_dask_gpu.tensors import ZarrSamples
+from zarr_dask_gpu.ml.tensors import ZarrSamples
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument("--path", default="/tmp/era5-first-batch.zarr")

@@ -165,7 +165,7 @@ def zarr_samples(
     args: argparse.Namespace, kind: str, prefetch: int, seed: int = 0, memory_budget: int | None = None
 ) -> Any:
     """This package's loader of ``kind``'s samples of every variable."""
-    from zarr_dask_gpu.tensors import ZarrSamples
+    from zarr_dask_gpu.ml.tensors import ZarrSamples
 
     return ZarrSamples(
         args.path,

@@ -22,7 +22,8 @@ import kvikio.defaults
 
 from zarr_dask_gpu import from_zarr_gpu
 from zarr_dask_gpu.bench.timing import free_device, in_turns, parse_settings, persisting, settings
-from zarr_dask_gpu.gpu import setup, zstd_blocks
+from zarr_dask_gpu.gpu.decoders import zstd_blocks
+from zarr_dask_gpu.gpu.runtime import setup
 
 
 def variant(text: str) -> Any:

@@ -18,8 +18,8 @@ from numcodecs import Zstd
 
 from zarr_dask_gpu.bench import ceilings, datasets
 from zarr_dask_gpu.bench.timing import settings
-from zarr_dask_gpu.gpu import decompress, zstd_blocks
-from zarr_dask_gpu.gpu.sync import wait
+from zarr_dask_gpu.gpu.decoders import decompress, zstd_blocks
+from zarr_dask_gpu.gpu.runtime.sync import wait
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 2048
 found = datasets.chunk_files(datasets.DEFAULT_PATH)

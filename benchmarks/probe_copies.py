@@ -15,8 +15,8 @@ import cupy as cp
 import cupyx
 import numpy as np
 
-from zarr_dask_gpu.gpu import setup
-from zarr_dask_gpu.gpu.transfer import mapped
+from zarr_dask_gpu.gpu.runtime import setup
+from zarr_dask_gpu.gpu.runtime.transfer import mapped
 
 p = argparse.ArgumentParser()
 p.add_argument("--rounds", type=int, default=200)

@@ -13,7 +13,7 @@ import cupy as cp
 import numpy as np
 from numcodecs import LZ4
 
-from zarr_dask_gpu.gpu import decompress
+from zarr_dask_gpu.gpu.decoders import decompress
 
 N, SIZE, K = 8, 64 << 10, 3
 

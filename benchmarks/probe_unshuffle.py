@@ -1,4 +1,4 @@
-"""The blosc unshuffle kernel (``gpu/cuda/blosc.cu``) alone, on the device: every block of a blosc
+"""The blosc unshuffle kernel (``gpu/kernels/blosc.cu``) alone, on the device: every block of a blosc
 dataset's chunks (dataset E's by default: bit shuffle, float16) unshuffled in one launch, timed by CUDA
 events against a device-to-device copy of the same bytes, for this source and the ``--compare`` ones
 (another branch's ``blosc.cu``, its ``common.cuh`` beside it), whose outputs must match this source's.
@@ -27,7 +27,7 @@ args = p.parse_args()
 files = datasets.chunk_files(args.path)
 heads = np.stack([np.frombuffer(Path(f).read_bytes()[:16], np.uint8) for f in files])
 h = blosc_layout(heads)
-# gpu/blosc.py's rule: byte shuffle (for typesize > 1) wins over bit shuffle; copy-only frames have none
+# gpu/decoders/blosc.py's rule: byte shuffle (typesize > 1) wins over bit shuffle; copy-only frames have none
 byte = ((h["flags"] & 1) > 0) & (h["typesize"] > 1)
 mode = np.where(h["flags"] & 2, 0, np.where(byte, 1, np.where(h["flags"] & 4, 2, 0)))
 chunk = int(h["nbytes"].max())

@@ -1,4 +1,4 @@
-"""This package's zstd kernels (``gpu/cuda/zstd.cu``) against nvCOMP on dataset A's chunks, on the device:
+"""This package's zstd kernels (``gpu/kernels/zstd.cu``) against nvCOMP on dataset A's chunks, on the device:
 one batch of every chunk and of a task's 32, by the batch's rules and with each copier forced
 (``zstd_blocks.copier``: a thread block a frame, by waves, a warp a frame; ``--copiers`` picks), each
 kernel's time (``zstd_blocks.kernel_times``: CUDA events), values checked against numcodecs; then
@@ -25,8 +25,9 @@ from numcodecs import Zstd
 
 from zarr_dask_gpu.bench import ceilings, datasets
 from zarr_dask_gpu.bench.timing import settings, timed
-from zarr_dask_gpu.gpu import decompress, kernels, zstd_blocks
-from zarr_dask_gpu.gpu.sync import wait
+from zarr_dask_gpu.gpu import kernels
+from zarr_dask_gpu.gpu.decoders import decompress, zstd_blocks
+from zarr_dask_gpu.gpu.runtime.sync import wait
 
 p = argparse.ArgumentParser()
 p.add_argument("--path", default=datasets.DEFAULT_PATH)

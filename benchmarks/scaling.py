@@ -41,7 +41,7 @@ def _settings(variant: str) -> dict[str, str]:
 
 
 def _cluster(device: str, n: int, protocol: str, threads: int):
-    from zarr_dask_gpu.cluster import local_cluster
+    from zarr_dask_gpu.distributed.cluster import local_cluster
 
     if device == "cpu":
         return local_cluster("cpu", n_workers=n, threads_per_worker=1, protocol=protocol)
@@ -112,8 +112,8 @@ def run(
 
     from zarr_dask_gpu import from_zarr_gpu
     from zarr_dask_gpu.bench.timing import setting_value
-    from zarr_dask_gpu.cluster import connect
-    from zarr_dask_gpu.sample import write_sample
+    from zarr_dask_gpu.distributed.cluster import connect
+    from zarr_dask_gpu.testing.sample_stores import write_sample
 
     a = write_sample(path, int(gib * 2**30))
     rows = []

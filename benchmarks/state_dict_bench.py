@@ -16,7 +16,7 @@ import torch
 
 from zarr_dask_gpu.bench.datasets import chunk_files
 from zarr_dask_gpu.bench.timing import timed, warm_cache
-from zarr_dask_gpu.state_dict import load_state_dict, save_state_dict
+from zarr_dask_gpu.ml.state_dict import load_state_dict, save_state_dict
 
 
 def main() -> None:

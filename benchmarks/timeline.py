@@ -34,8 +34,9 @@ from zarr_dask_gpu import phases
 from zarr_dask_gpu.bench import datasets
 from zarr_dask_gpu.bench.ceilings import compressed, kvikio_read_all
 from zarr_dask_gpu.bench.timing import drop_cache, free_device, parse_settings, settings, sync_device
-from zarr_dask_gpu.gpu import decompress, setup, streams, validate
-from zarr_dask_gpu.gpu.reader import KvikioReader
+from zarr_dask_gpu.gpu.decoders import decompress, validate
+from zarr_dask_gpu.gpu.readers.local import KvikioReader
+from zarr_dask_gpu.gpu.runtime import setup, streams
 from zarr_dask_gpu.resolve import open_array_info
 from zarr_dask_gpu.task import read_region
 

@@ -39,7 +39,7 @@ def write(root: Path) -> None:
     import xarray as xr
     import zarr
 
-    from zarr_dask_gpu.sample import write_sample
+    from zarr_dask_gpu.testing.sample_stores import write_sample
 
     root.mkdir(parents=True, exist_ok=True)
     ds = era5()

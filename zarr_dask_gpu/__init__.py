@@ -48,7 +48,7 @@ def __getattr__(name: str):
         from .extras import require
 
         require("xarray", f"zarr_dask_gpu.{name}")
-        from . import xarray_backend
+        from .xarray import backend
 
-        return getattr(xarray_backend, name)
+        return getattr(backend, name)
     raise AttributeError(f"module 'zarr_dask_gpu' has no attribute {name!r}")

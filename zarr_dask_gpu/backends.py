@@ -14,12 +14,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from . import config, containment
+from . import config
 from .codecs.cpu import decode_chunk
-from .io import host_reader
+from .distributed import containment
 from .metadata import ArrayInfo
 from .plan import ChunkPiece
-from .storage import locate
+from .storage.readers import host_reader
+from .storage.units import locate
 
 
 class Backend(Protocol):

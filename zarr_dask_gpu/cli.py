@@ -143,12 +143,12 @@ def _read(args: argparse.Namespace) -> int:
     if args.scheduler_file:
         from distributed import Client
 
-        from .plugin import GpuReadPlugin
+        from .distributed.plugin import GpuReadPlugin
 
         client = Client(scheduler_file=args.scheduler_file)
         client.register_plugin(GpuReadPlugin())
     elif args.cluster:
-        from .cluster import connect, local_cluster
+        from .distributed.cluster import connect, local_cluster
 
         cluster = local_cluster(device)
         client = connect(cluster)
@@ -185,9 +185,9 @@ def _on_host(block: Any) -> Any:
 
 def _demo(args: argparse.Namespace) -> int:
     from . import from_zarr_gpu
-    from .cluster import connect, local_cluster
     from .device import resolve_device
-    from .sample import write_sample
+    from .distributed.cluster import connect, local_cluster
+    from .testing.sample_stores import write_sample
 
     device = resolve_device(args.device)
     path = args.path or os.path.join(tempfile.gettempdir(), f"zarr-dask-gpu-demo-{getpass.getuser()}.zarr")

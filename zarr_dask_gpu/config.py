@@ -91,7 +91,7 @@ SETTINGS: dict[str, Setting] = {
     "coalesce-gap": Setting("1MiB", "bytes", "ranges of one file closer than this are read in one pread"),
     "coalesce-limit": Setting("256MiB", "bytes", "the largest such pread"),
     "testing-fault-keys": Setting(
-        None, "keys", "test-only: chunk keys whose decode faults (containment.py)", True
+        None, "keys", "test-only: chunk keys whose decode faults (distributed/containment.py)", True
     ),
 }
 

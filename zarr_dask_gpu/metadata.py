@@ -12,7 +12,7 @@ from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
 from .codecs.chain import ChainPlan, ShardLayout
 
 if TYPE_CHECKING:
-    from .stores import Store
+    from .storage.stores import Store
 
 
 @dataclass(frozen=True, eq=False)

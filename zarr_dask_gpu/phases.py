@@ -1,7 +1,7 @@
 """The phases of a read task, reported to whoever listens: benchmarks time them without patching the
 backend.
 
-The GPU backend (``gpu/backend.py``, ``gpu/faults.py``) and the task (``task.py``) hold ``record``
+The GPU backend (``gpu/backend.py``, ``gpu/runtime/faults.py``) and the task (``task.py``) hold ``record``
 around each phase; when the phase ends, every listener is called with its ``Span``. While nothing
 listens (the default), ``record`` returns a shared no-op context manager: a function call and a
 global read a phase. Pure Python, so that the CPU path (``task.py``) imports it without cupy.

@@ -21,8 +21,8 @@ from zarr.storage._common import make_store_path
 from .codecs.chain import classify, shard_layout
 from .errors import MetadataError, StoreError, UnsupportedDtypeError, UnsupportedLayoutError
 from .metadata import ArrayInfo
-from .retry import as_oserror, retrying, transient
-from .stores import FsspecStore, KeyStore, LocalStore, Store, process_token, require_filesystem
+from .storage.retry import as_oserror, retrying, transient
+from .storage.stores import FsspecStore, KeyStore, LocalStore, Store, process_token, require_filesystem
 
 # fsspec protocols whose objects this package reads itself (FsspecStore: range requests, kvikio)
 _REMOTE_PROTOCOLS = frozenset({"s3", "s3a", "http", "https"})
@@ -35,7 +35,7 @@ def describe(store: Any) -> str:
         return f"FsspecStore({type(fs).__name__}, {fs.unstrip_protocol(store.path)!r})"
     icechunk = sys.modules.get("icechunk")
     if icechunk is not None and isinstance(store, icechunk.IcechunkStore):
-        from .icechunk_store import describe as named
+        from .storage.icechunk_store import describe as named
 
         return named(store)
     return f"{type(store).__name__}({str(store)!r})"
@@ -188,7 +188,7 @@ def process_bound(store: Any) -> bool:
         return isinstance(store.store, obstore.MemoryStore)
     icechunk = sys.modules.get("icechunk")
     if icechunk is not None and isinstance(store, icechunk.IcechunkStore):
-        from .icechunk_store import in_memory
+        from .storage.icechunk_store import in_memory
 
         return in_memory(store)
     return False
@@ -217,7 +217,7 @@ def byte_store(array: zarr.Array) -> Store:
     keys = key_store(store)
     icechunk = sys.modules.get("icechunk")
     if icechunk is not None and isinstance(store, icechunk.IcechunkStore):
-        from .icechunk_store import for_array
+        from .storage.icechunk_store import for_array
 
         return for_array(keys, array)
     return keys
@@ -253,7 +253,7 @@ def _fsspec_store(store: zarr.storage.FsspecStore) -> Store | None:
     if isinstance(fs, LocalFileSystem):
         return LocalStore(fs._strip_protocol(store.path))
     if isinstance(fs, ReferenceFileSystem) and isinstance(fs.references, dict):
-        from .references import ReferenceStore
+        from .storage.references import ReferenceStore
 
         return ReferenceStore(key_store(store), store.path.strip("/"))
     protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)

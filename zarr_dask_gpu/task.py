@@ -7,9 +7,10 @@ from typing import Any
 import numpy as np
 from dask.array.slicing import normalize_index
 
-from . import containment, phases
+from . import phases
 from .backends import Backend, CpuBackend
 from .device import Device
+from .distributed import containment
 from .errors import BlockMemoryError, MissingChunkError, StoreError
 from .metadata import ArrayInfo
 from .plan import block_pieces

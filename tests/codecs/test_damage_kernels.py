@@ -1,5 +1,5 @@
 """The damage corpus (tests/damage.py) through this package's kernels compiled for the host with
-AddressSanitizer: the zstd decoder (``gpu/cuda/zstd.cu``) on every zstd chunk, the lz4 walk that guards
+AddressSanitizer: the zstd decoder (``gpu/kernels/zstd.cu``) on every zstd chunk, the lz4 walk that guards
 nvCOMP on every lz4 chunk, and the blosc stream-table kernel on every blosc chunk whose header the
 host check passes. No read or write leaves its buffer whatever the bytes; a chunk the zstd kernels
 accept decodes to libzstd's bytes; an lz4 stream the walk passes is one liblz4 decodes to its size.
@@ -59,7 +59,7 @@ for case in damage.corpus(0, "ci"):
         zero = np.zeros(1, np.int64)
         sizes = h["ctbytes"].astype(np.int64)
         st = 0
-        walked = 1 if h["flags"][0] & 2 else int(h["nblocks"][0])  # as gpu/blosc.py launches them
+        walked = 1 if h["flags"][0] & 2 else int(h["nblocks"][0])  # as gpu/decoders/blosc.py launches them
         for j in range(walked):  # a thread a block; the frame fails where one does
             st = st or k.streams_item(ctypes.c_longlong(0), ctypes.c_longlong(j), p(buf), p(zero), p(sizes),
                                       p(zero), p(zero), *map(p, table))

@@ -29,7 +29,8 @@ pytestmark = pytest.mark.gpu
 def test_blocks_of_host_streams_decode_on_the_pool_and_never_go_to_the_device_and_back(
     tmp_path, monkeypatch, compressor, filters, group
 ):
-    from zarr_dask_gpu.gpu import backend, host_decode
+    from zarr_dask_gpu.gpu import backend
+    from zarr_dask_gpu.gpu.decoders import host_decode
 
     monkeypatch.setattr(backend, "_HOST_GROUP", group)  # a block read and decoded in groups of this
 
@@ -81,7 +82,7 @@ def test_a_damaged_chunk_among_groups_raises_naming_it_and_the_next_read_is_whol
 def test_lz4_chunks_of_4_mib_or_more_decode_on_the_pool(tmp_path, monkeypatch):
     """A numcodecs lz4 chunk is one lz4 block, which nvCOMP decodes with one thread block: from 4 MiB
     (``host_from``) they decode on the host's pool, smaller ones on the device."""
-    from zarr_dask_gpu.gpu import host_decode
+    from zarr_dask_gpu.gpu.decoders import host_decode
 
     decoded, real = [], host_decode.decode_into
     monkeypatch.setattr(host_decode, "decode_into", lambda *a: decoded.append(1) or real(*a))

@@ -1,4 +1,4 @@
-"""This package's inflate kernel (``gpu/cuda/inflate.cu``), compiled as C, against the reference: one
+"""This package's inflate kernel (``gpu/kernels/inflate.cu``), compiled as C, against the reference: one
 lane under AddressSanitizer, and a warp's lanes as threads under ThreadSanitizer, over every zlib and
 gzip chunk of the damage corpus (tests/damage.py, its Deflate streams built bit by bit among them)
 and thousands of streams of every block kind with bits flipped, cut short or given the wrong size. A
@@ -241,7 +241,7 @@ def test_the_launch_matches_the_kernels_streams_a_block():
     defines = dict(re.findall(r"^#define (IF_WARPS) (\d+)", SOURCE.read_text(), re.M))
     consts = {
         node.targets[0].id: ast.literal_eval(node.value)
-        for node in ast.parse((kernels.CUDA.parent / "inflate.py").read_text()).body
+        for node in ast.parse((kernels.CUDA.parent / "decoders" / "inflate.py").read_text()).body
         if isinstance(node, ast.Assign)
         and isinstance(node.targets[0], ast.Name)
         and node.targets[0].id == "_WARPS"

@@ -1,7 +1,7 @@
 """The CUDA kernels' logic, compiled as C with the host compiler and checked against numcodecs.
 
 This checks the structure-check, blosc, crc32c and copy kernels' work functions (``*_item`` and the
-like) on the host, built from the package's own files in ``gpu/cuda/`` (``common.cuh`` gives C the
+like) on the host, built from the package's own files in ``gpu/kernels/`` (``common.cuh`` gives C the
 CUDA qualifiers they use, and leaves out their ``__global__`` wrappers); the gpu-marked tests run the
 same code as CUDA on the GPU machine.
 """
@@ -161,7 +161,7 @@ def _blosc_decode_on_host(lib, frame: bytes) -> bytes:
     src, csize, dst, dsize = (np.full(rows, -1, np.int64) for _ in range(4))  # every row must be written
     zero = np.zeros(1, np.int64)
     sizes = np.array([len(frame)], np.int64)
-    walked = 1 if h["flags"][0] & 2 else int(h["nblocks"][0])  # as gpu/blosc.py launches them
+    walked = 1 if h["flags"][0] & 2 else int(h["nblocks"][0])  # as gpu/decoders/blosc.py launches them
     for j in reversed(range(walked)):  # a thread a block, in any order
         st = lib.streams_item(
             ctypes.c_longlong(0),

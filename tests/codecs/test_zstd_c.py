@@ -1,4 +1,4 @@
-"""The block-parallel zstd decoder (``gpu/cuda/zstd.cu``), compiled as C with the host compiler and run in
+"""The block-parallel zstd decoder (``gpu/kernels/zstd.cu``), compiled as C with the host compiler and run in
 the GPU's order of steps, against numcodecs (libzstd) over levels, sizes and kinds of data; damaged
 and unsupported frames get their status, never a crash (an AddressSanitizer build runs the fuzz).
 
@@ -225,7 +225,7 @@ def test_the_launchers_constants_are_the_sources():
     by its numbers. ``zstd_blocks`` imports cupy, so its constants are read from its text."""
     defines = {k: int(v) for k, v in re.findall(r"^#define (ZS_\w+) (\d+)", SOURCE.read_text(), re.M)}
     consts = {}
-    for node in ast.parse((kernels.CUDA.parent / "zstd_blocks.py").read_text()).body:
+    for node in ast.parse((kernels.CUDA.parent / "decoders" / "zstd_blocks.py").read_text()).body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
             try:
                 consts[node.targets[0].id] = ast.literal_eval(node.value)

@@ -16,8 +16,9 @@ pytestmark = pytest.mark.gpu
     "dtype,shuffle,blocksize", [("i2", 2, 16384), ("f8", 1, 65536), ("f4", 2, 65536), ("u2", 1, 8192)]
 )
 def test_blosc_blocks_unshuffled_in_place_read_as_zarr_does(tmp_path, dtype, shuffle, blocksize):
-    """Blosc blocks of 64 KiB or less are unshuffled in place through shared memory (``gpu/blosc.py``):
-    small enough for racecheck (scripts/gpu_check.sh), and each block must read as zarr-python's."""
+    """Blosc blocks of 64 KiB or less are unshuffled in place through shared memory
+    (``gpu/decoders/blosc.py``): small enough for racecheck (scripts/gpu_check.sh), and each block must
+    read as zarr-python's."""
     a = zarr.create_array(
         tmp_path / "a.zarr",
         shape=(16, 8192),

@@ -119,7 +119,7 @@ def test_tasks_decoding_at_once_share_one_nvcomp_call(tmp_path, monkeypatch):
     import dask
 
     from zarr_dask_gpu.errors import ChunkDecodeError
-    from zarr_dask_gpu.gpu import decompress, joined
+    from zarr_dask_gpu.gpu.decoders import decompress, joined
 
     for name in ("a", "b"):
         z = zarr.create_array(tmp_path / f"{name}.zarr", shape=(64, 4096), chunks=(4, 4096), dtype="f4")
@@ -174,7 +174,7 @@ def test_task_streams_have_a_higher_priority_than_the_joined_calls():
     """A task's stream has a higher priority (a lower number) than the streams of joined decode calls;
     inside ``task_priority`` the task streams are made anew at the priority given, and after it again
     at their own."""
-    from zarr_dask_gpu.gpu import streams
+    from zarr_dask_gpu.gpu.runtime import streams
 
     with streams.joining_stream() as joined:
         mine = streams.task_stream()

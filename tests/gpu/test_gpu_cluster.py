@@ -6,7 +6,7 @@ import zarr
 from distributed import wait
 
 from zarr_dask_gpu import from_zarr_gpu
-from zarr_dask_gpu.cluster import connect, local_cluster
+from zarr_dask_gpu.distributed.cluster import connect, local_cluster
 
 from ..helpers import sample
 

@@ -55,7 +55,7 @@ def _sound(codec: str) -> list[damage.Case]:
 def test_the_kernel_accepts_in_one_batch_only_what_the_reference_decodes_alike():
     import cupy as cp
 
-    from zarr_dask_gpu.gpu import inflate
+    from zarr_dask_gpu.gpu.decoders import inflate
 
     cases = [c for c in damage.corpus(0, "ci") if c.codec in inflate.WRAPPERS]
     for codec in inflate.WRAPPERS:

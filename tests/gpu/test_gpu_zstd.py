@@ -1,4 +1,4 @@
-"""The block-parallel zstd decoder on the GPU (``gpu/cuda/zstd.cu``, through ``decompress.launch``) against
+"""The block-parallel zstd decoder on the GPU (``gpu/kernels/zstd.cu``, through ``decompress.launch``) against
 numcodecs (libzstd), and against nvCOMP on the benchmark's chunks."""
 
 import dask
@@ -41,8 +41,8 @@ def gpu_decode(
 
     import cupy as cp
 
-    from zarr_dask_gpu.gpu import decompress, zstd_blocks
-    from zarr_dask_gpu.gpu.sync import wait
+    from zarr_dask_gpu.gpu.decoders import decompress, zstd_blocks
+    from zarr_dask_gpu.gpu.runtime.sync import wait
 
     starts = np.cumsum([0, *[-(-len(f) // 16) * 16 for f in frames]])
     host = np.zeros(int(starts[-1]) + 16, np.uint8)
@@ -89,7 +89,7 @@ def test_decodes_what_libzstd_wrote(level, copier, step):
 def test_the_copier_past_its_deferred_list():
     """Built with room for four deferred entries a step, the frame copier's lanes chase the rest where
     they find them, side by side: the same bytes as libzstd's."""
-    from zarr_dask_gpu.gpu import zstd_blocks
+    from zarr_dask_gpu.gpu.decoders import zstd_blocks
 
     frames, want = [], []
     for data in [*_kinds(300_000, seed=5).values(), _sample(2 << 20, seed=6)]:
@@ -115,7 +115,7 @@ def test_benchmark_chunks_alike_to_nvcomp(copier, step):
 def test_a_noisy_volume_by_each_copier():
     """Eight chunks of a float32 volume with noise kept to 0.001 (dataset Ez's kind, mostly literals):
     the rule copies them by waves; each copier gives libzstd's bytes."""
-    from zarr_dask_gpu.gpu import zstd_blocks
+    from zarr_dask_gpu.gpu.decoders import zstd_blocks
 
     rng = np.random.default_rng(4)
     wave = 10 * np.sin(np.linspace(0, 6 * np.pi, 1024, dtype=np.float32))[:, None] * np.ones(1024, np.float32)
@@ -135,7 +135,7 @@ def test_the_rule_picks_a_copier_by_the_chunks_counts():
     """A warp a frame for small frames of few sequences (dataset E's inner streams), by waves for few
     large chunks mostly of literals (Ez's), a thread block a frame for chunks of many sequences (A's)
     or many bytes."""
-    from zarr_dask_gpu.gpu import zstd_blocks
+    from zarr_dask_gpu.gpu.decoders import zstd_blocks
 
     def picked(blocks: int, lits: int, seqs: int, decoded: int, n: int) -> list[str]:
         names = {v: k for k, v in zstd_blocks.COPIERS.items()}
@@ -155,7 +155,7 @@ def test_the_rule_picks_the_frame_copiers_step_by_the_batchs_chunks():
     ``compiled_from`` keeps its own."""
     import cupy as cp
 
-    from zarr_dask_gpu.gpu import zstd_blocks
+    from zarr_dask_gpu.gpu.decoders import zstd_blocks
 
     device = cp.cuda.Device().id
     sms = zstd_blocks._sms(device)
@@ -195,7 +195,7 @@ def test_offset_codes_past_the_kernels_decode_on_the_host(monkeypatch):
     """A match 130 MiB back (an offset code of 27, a window of 256 MiB) is past what the kernels'
     sequences hold: that chunk goes to libzstd on the host, and decodes."""
     zstandard = pytest.importorskip("zstandard")
-    from zarr_dask_gpu.gpu import host_decode
+    from zarr_dask_gpu.gpu.decoders import host_decode
 
     head = np.random.default_rng(0).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
     data = head + bytes(129 << 20) + head

@@ -18,7 +18,7 @@ def test_transfers_by_kernels_over_the_bus_round_trip():
     they are given."""
     import cupy as cp
 
-    from zarr_dask_gpu.gpu import transfer
+    from zarr_dask_gpu.gpu.runtime import transfer
 
     stream = cp.cuda.Stream(non_blocking=True)
     big = np.array([2**63 + 5, 7], np.uint64)
@@ -42,8 +42,8 @@ def test_a_task_peak_device_memory_stays_within_3x_its_block(tmp_path, call_byte
     import dask
 
     from zarr_dask_gpu.resolve import open_array_info
-    from zarr_dask_gpu.sample import write_sample
     from zarr_dask_gpu.task import read_region
+    from zarr_dask_gpu.testing.sample_stores import write_sample
 
     a = write_sample(str(tmp_path / "a.zarr"), 256 << 20, 8 << 20)
     info = open_array_info(str(tmp_path / "a.zarr"))
@@ -103,7 +103,7 @@ def test_a_task_keeps_none_of_its_device_memory_once_it_ends(tmp_path):
     ran the task keeps no reference to its block (the chunks its errors name) until its next task."""
     import cupy as cp
 
-    from zarr_dask_gpu.sample import write_sample
+    from zarr_dask_gpu.testing.sample_stores import write_sample
 
     a = write_sample(str(tmp_path / "a.zarr"), 64 << 20, 8 << 20)
     x = from_zarr_gpu(str(tmp_path / "a.zarr"))

@@ -1,4 +1,5 @@
-"""kvikio's reader (``gpu/reader.py``): reads past its window of open files, short and missing files."""
+"""kvikio's reader (``gpu/readers/local.py``): reads past its window of open files, short and missing
+files."""
 
 import os
 
@@ -17,9 +18,9 @@ def test_the_reader_reads_past_its_window_and_names_a_short_file(tmp_path, monke
     FileNotFoundError naming it, and every file the reader opened is closed."""
     import cupy as cp
     import dask
+    from zarr_dask_gpu.storage.units import Range
 
-    from zarr_dask_gpu.gpu import reader
-    from zarr_dask_gpu.storage import Range
+    from zarr_dask_gpu.gpu.readers import local as reader
 
     monkeypatch.setattr(reader, "_WINDOW", window)
     rng = np.random.default_rng(5)

@@ -1,5 +1,5 @@
-"""The structure-check kernels (``gpu/validate.py``): their verdicts against the host's checks, and the
-warp-per-stream lz4 walk against one thread's."""
+"""The structure-check kernels (``gpu/decoders/validate.py``): their verdicts against the host's checks,
+and the warp-per-stream lz4 walk against one thread's."""
 
 import numcodecs
 import numpy as np
@@ -18,7 +18,7 @@ CODECS = {"zstd": numcodecs.Zstd(1), "lz4": numcodecs.LZ4()}  # the kinds valida
 def test_kernel_agrees_with_host_checks(compression):
     import cupy as cp
 
-    from zarr_dask_gpu.gpu.validate import check_batch
+    from zarr_dask_gpu.gpu.decoders.validate import check_batch
 
     codec = CODECS[compression]
     raw = sample((1 << 16,), "f4").tobytes()
@@ -53,7 +53,7 @@ def test_the_warps_lz4_walk_agrees_with_one_threads():
     gives every fuzzed stream the status of one thread walking it sequence by sequence."""
     import cupy as cp
 
-    from zarr_dask_gpu.gpu import validate
+    from zarr_dask_gpu.gpu.decoders import validate
 
     frames = lz4_fuzz(7, 3000)
     sizes = np.array([len(f) for f, _ in frames], dtype=np.int64)

@@ -398,7 +398,7 @@ def test_the_bench_stores_hold_the_dataset_s_bytes(tmp_path):
     """Dataset A's bytes in each store of the store rows, and dataset V's VirtualiZarr views, read
     as their sources read them (a small A and V here)."""
     from zarr_dask_gpu import from_zarr_gpu
-    from zarr_dask_gpu.sample import write_sample
+    from zarr_dask_gpu.testing.sample_stores import write_sample
 
     path = str(tmp_path / "a.zarr")
     a = write_sample(path, 12 << 20, 2 << 20)

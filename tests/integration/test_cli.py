@@ -215,7 +215,7 @@ def test_raw_read_ceiling_places_each_file_at_its_aligned_offset(tmp_path, monke
 
 
 def test_the_sample_store_is_rewritten_when_cut_short_or_foreign(tmp_path):
-    from zarr_dask_gpu.sample import write_sample
+    from zarr_dask_gpu.testing.sample_stores import write_sample
 
     path = tmp_path / "s.zarr"
     a = write_sample(path, 32 << 20)

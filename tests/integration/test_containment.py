@@ -16,8 +16,9 @@ import pytest
 import zarr
 from distributed import LocalCluster, wait
 
-from zarr_dask_gpu import containment, from_zarr_gpu
-from zarr_dask_gpu.cluster import connect, local_cluster
+from zarr_dask_gpu import from_zarr_gpu
+from zarr_dask_gpu.distributed import containment
+from zarr_dask_gpu.distributed.cluster import connect, local_cluster
 from zarr_dask_gpu.errors import DeviceFaultError, ZarrGpuError
 from zarr_dask_gpu.task import read_region
 
@@ -180,7 +181,7 @@ def _info(path):
 
 
 def test_the_plugin_closes_a_poisoned_worker_once_its_task_has_erred():
-    from zarr_dask_gpu.plugin import GpuReadPlugin
+    from zarr_dask_gpu.distributed.plugin import GpuReadPlugin
 
     class Loop:
         def __init__(self):

@@ -13,8 +13,8 @@ import zarr
 from distributed import Client, LocalCluster
 
 from zarr_dask_gpu import ChunkDecodeError, from_zarr_gpu
-from zarr_dask_gpu import cluster as cluster_mod
-from zarr_dask_gpu.cluster import connect, local_cluster
+from zarr_dask_gpu.distributed import cluster as cluster_mod
+from zarr_dask_gpu.distributed.cluster import connect, local_cluster
 
 from ..helpers import sample
 

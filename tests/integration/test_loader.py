@@ -1,4 +1,4 @@
-"""The training loader without torch (loader.py): values, alignment, reads, errors, validation."""
+"""The training loader without torch (ml/loader.py): values, alignment, reads, errors, validation."""
 
 import subprocess
 import sys
@@ -9,9 +9,9 @@ import zarr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import zarr_dask_gpu.loader as loader_mod
+import zarr_dask_gpu.ml.loader as loader_mod
 from zarr_dask_gpu import ChunkDecodeError, MissingChunkError
-from zarr_dask_gpu.loader import SampleLoader
+from zarr_dask_gpu.ml.loader import SampleLoader
 
 from ..helpers import host, sample
 
@@ -367,5 +367,5 @@ def test_a_missing_chunk_when_strict_names_the_variable(group):
 
 
 def test_the_loader_and_its_plans_do_not_import_torch():
-    code = "import sys, zarr_dask_gpu.loader, zarr_dask_gpu.samples; assert 'torch' not in sys.modules"
+    code = "import sys, zarr_dask_gpu.ml.loader, zarr_dask_gpu.ml.epochs; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

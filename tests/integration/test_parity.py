@@ -220,7 +220,7 @@ def test_v2_blosc(tmp_path, device, cname, shuffle, dtype):
 @pytest.mark.parametrize("blocksize", [1 << 15, 1 << 17])
 def test_v2_blosc_large_blocks(tmp_path, device, cname, shuffle, dtype, blocksize):
     """Blocks of 32 KiB, aligned, unshuffle in place through shared memory on the GPU; those of 128 KiB
-    from a scratch (``gpu/blosc.py``, ``_IN_PLACE_MAX``)."""
+    from a scratch (``gpu/decoders/blosc.py``, ``_IN_PLACE_MAX``)."""
     a = zarr.create_array(
         tmp_path / "a.zarr",
         shape=(1000, 300),

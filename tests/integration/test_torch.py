@@ -7,13 +7,13 @@ import zarr
 torch = pytest.importorskip("torch")
 
 from zarr_dask_gpu import ChunkDecodeError, from_zarr_gpu  # noqa: E402
-from zarr_dask_gpu.state_dict import (  # noqa: E402
+from zarr_dask_gpu.ml.state_dict import (  # noqa: E402
     StateDictMismatchError,
     load_state_dict,
     placement,
     save_state_dict,
 )
-from zarr_dask_gpu.tensors import ZarrBatches, ZarrSamples, as_tensor  # noqa: E402
+from zarr_dask_gpu.ml.tensors import ZarrBatches, ZarrSamples, as_tensor  # noqa: E402
 
 from ..helpers import sample  # noqa: E402
 
@@ -157,7 +157,7 @@ def test_tensors_are_read_together_in_tasks_of_block_size(tmp_path, device, monk
     together, not one task per tensor."""
     import dask
 
-    import zarr_dask_gpu.state_dict as sd_mod
+    import zarr_dask_gpu.ml.state_dict as sd_mod
 
     sd = {f"w{i}": _random((32, 64), torch.float32, i) for i in range(12)}  # 8 KiB each
     save_state_dict(sd, tmp_path / "sd.zarr", chunk_bytes=2 << 10)

@@ -162,7 +162,7 @@ def test_backend_module_imports_without_gpu_libraries():
         "import sys\n"
         "for m in ('cupy', 'kvikio', 'nvidia', 'nvidia.libnvcomp', 'dask_cuda'): sys.modules[m] = None\n"
         "import xarray as xr\n"
-        "import zarr_dask_gpu.xarray_backend as b\n"
+        "import zarr_dask_gpu.xarray.backend as b\n"
         "assert 'zarr_gpu' in xr.backends.list_engines()\n"
         "assert not any(m.startswith(('cupy', 'kvikio')) and sys.modules[m] for m in sys.modules)\n"
     )
@@ -213,7 +213,7 @@ def test_decoding_steps_run_on_the_device():
 
     from xarray.coding import variables as cfv
 
-    from zarr_dask_gpu.xarray_cf import _apply_mask, _as_dtype, _device_step, _on_host
+    from zarr_dask_gpu.xarray.cf import _apply_mask, _as_dtype, _device_step, _on_host
 
     mask = _device_step(
         functools.partial(cfv._apply_mask, encoded_fill_values=[1], decoded_fill_value=np.nan, dtype="f4")

@@ -16,7 +16,7 @@ import zarr
 import zarr_dask_gpu
 from zarr_dask_gpu import StoreError, from_zarr_gpu
 from zarr_dask_gpu.cli import main as cli
-from zarr_dask_gpu.loader import SampleLoader
+from zarr_dask_gpu.ml.loader import SampleLoader
 from zarr_dask_gpu.resolve import open_array_info
 
 from ..helpers import host
@@ -138,9 +138,9 @@ def test_stores_zarr_cannot_take_are_refused_with_a_typed_error():
 def test_which_byte_path_each_store_gets(tree, tmp_path):
     """Local files are read directly whatever object names them; references and Icechunk sessions
     by where each chunk lies; everything else through the store's get."""
-    from zarr_dask_gpu.icechunk_store import IcechunkChunks
-    from zarr_dask_gpu.references import ReferenceStore
-    from zarr_dask_gpu.stores import KeyStore, LocalStore
+    from zarr_dask_gpu.storage.icechunk_store import IcechunkChunks
+    from zarr_dask_gpu.storage.references import ReferenceStore
+    from zarr_dask_gpu.storage.stores import KeyStore, LocalStore
 
     want = {
         "path": LocalStore,
@@ -175,7 +175,7 @@ def test_which_byte_path_each_store_gets(tree, tmp_path):
 
 def test_inline_chunks_of_icechunk_are_read_through_the_store(tree, tmp_path):
     pytest.importorskip("icechunk")
-    from zarr_dask_gpu.storage import Source
+    from zarr_dask_gpu.storage.units import Source
 
     store, _ = STORES["icechunk"].make(tree, tmp_path)
     info = open_array_info(store, "g3/mixed")

@@ -1,5 +1,5 @@
 """The hooks benchmarks time the read path by: the tasks' phases (``phases.py``) and the zstd
-kernels' launches (``gpu/zstd_blocks.py``)."""
+kernels' launches (``gpu/decoders/zstd_blocks.py``)."""
 
 import threading
 
@@ -74,7 +74,7 @@ def test_a_gpu_read_reports_its_phases_inside_its_tasks(tmp_path, decoder):
 @pytest.mark.gpu
 def test_kernel_times_and_another_source_for_benchmarks():
     # benchmarks/probe_zstd.py's hooks: each kernel timed, and the kernels compiled from other source
-    from zarr_dask_gpu.gpu import zstd_blocks
+    from zarr_dask_gpu.gpu.decoders import zstd_blocks
 
     from ..gpu.test_gpu_zstd import gpu_decode
 

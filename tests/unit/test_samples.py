@@ -1,11 +1,11 @@
-"""Epoch plans of the training loader (samples.py): exactly once, deterministic, rank shares, read once."""
+"""Epoch plans of the training loader (ml/epochs.py): exactly once, deterministic, rank shares, read once."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zarr_dask_gpu.samples import batch_count, chunk_groups, plan_epoch, sample_origins
+from zarr_dask_gpu.ml.epochs import batch_count, chunk_groups, plan_epoch, sample_origins
 
 
 @st.composite

@@ -16,7 +16,7 @@ import pytest
 from xarray.backends import plugins
 from xarray.backends.zarr import ZarrBackendEntrypoint
 
-from zarr_dask_gpu.xarray_backend import ZarrGpuBackendEntrypoint
+from zarr_dask_gpu.xarray.backend import ZarrGpuBackendEntrypoint
 
 _BLOCKS = (
     'chunks={} and "auto" give the engine\'s blocks (whole stored chunks, about block-size each), '

@@ -72,7 +72,7 @@ def _batched(
     ``buffers``, which the addresses point into."""
     import cupy as cp
 
-    from ..gpu import decompress
+    from ..gpu.decoders import decompress
     from .timing import settings
 
     stream = cp.cuda.Stream(non_blocking=True)
@@ -117,8 +117,8 @@ def stream_decode(
     not hardened against damaged streams: a figure for trusted data, not a path of the package."""
     import cupy as cp
 
-    from ..gpu import decompress
-    from ..gpu.gather import aligned
+    from ..gpu.decoders import decompress
+    from ..gpu.runtime.gather import aligned
 
     head, tail = _WRAPPERS[compression]
     sizes, offs = layout(files)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..sample import write_sample, write_volume
+from ..testing.sample_stores import write_sample, write_volume
 
 DEFAULT_PATH = "/tmp/bench-a.zarr"
 Writer = Callable[[str, int, int], Any]  # (path, nbytes, chunk bytes) -> the zarr array written

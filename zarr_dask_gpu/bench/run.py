@@ -655,7 +655,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
 
     import zarr_dask_gpu
 
-    from ..gpu import setup
+    from ..gpu.runtime import setup
 
     setup.configure()  # kvikio's threads for the ceilings as for the pipeline's reads
     t0 = time.perf_counter()

@@ -61,7 +61,7 @@ class Compression:
         Who decodes it on the GPU path (``Decoder``); nvCOMP after the device walk
         ``device_check`` proves each item sound.
     device_check
-        The kind number of ``gpu/validate.py``'s walk for this stream, or None where there is none.
+        The kind number of ``gpu/decoders/validate.py``'s walk for this stream, or None where there is none.
     nvcomp
         nvCOMP's name of the algorithm (its C API's ``nvcompBatched<Name>...``), or None.
     host_from

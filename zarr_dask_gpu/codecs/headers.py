@@ -3,7 +3,7 @@ compression's row in ``compressions`` names its check).
 
 Decoders must never be handed a frame whose stated size differs from the metadata's: zstd and lz4
 decoders allocate from the header (docs/design.md). The GPU path's decoders check the same on the
-device (``gpu/cuda/zstd.cu``'s frame walk, ``gpu/validate.py``'s lz4 walk).
+device (``gpu/kernels/zstd.cu``'s frame walk, ``gpu/decoders/validate.py``'s lz4 walk).
 """
 
 import struct

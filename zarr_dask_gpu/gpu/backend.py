@@ -16,16 +16,18 @@ from .. import config, phases
 from ..backends import host_block
 from ..codecs import compressions
 from ..codecs.compressions import Decoder
-from ..io import Staged, host_reader
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece, decode_calls, read_groups
-from ..storage import Range, Source, locate
-from . import blosc, decompress, faults, host_decode, joined, remote, setup, validate
+from ..storage.readers import Staged, host_reader
+from ..storage.units import Range, Source, locate
 from .batch import ALIGN, Batch, expected_bytes
-from .gather import aligned
-from .reader import KvikioReader, upload
-from .slots import read_slot
-from .streams import task_stream
+from .decoders import blosc, decompress, host_decode, joined, validate
+from .readers import remote
+from .readers.local import KvikioReader, upload
+from .runtime import faults, setup
+from .runtime.gather import aligned
+from .runtime.slots import read_slot
+from .runtime.streams import task_stream
 
 # per task thread: the staging buffers its stream reads, kept until the task's wait (cupy's pool of
 # pinned host memory, unlike its device pool, is not stream-ordered)
@@ -49,7 +51,7 @@ class GpuBackend:
     @contextlib.contextmanager
     def context(self) -> Iterator[None]:
         _held.buffers = []
-        try:  # CUDA errors of the task, to its stream's wait, raise DeviceFaultError (faults.py)
+        try:  # CUDA errors of the task, to its stream's wait, raise DeviceFaultError (runtime/faults.py)
             with phases.record("task"), faults.settled(task_stream) as stream, stream:
                 yield
         finally:

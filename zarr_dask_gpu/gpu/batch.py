@@ -11,11 +11,11 @@ from ..codecs.chain import GpuChain
 from ..codecs.logical import logical_chunk
 from ..codecs.stored import crc32c_matches
 from ..errors import ChunkDecodeError
-from ..io import Staged
 from ..metadata import ArrayInfo
 from ..plan import ChunkPiece, direct_offsets
-from . import validate
-from .gather import aligned
+from ..storage.readers import Staged
+from .decoders import validate
+from .runtime.gather import aligned
 
 ALIGN = 16  # nvCOMP wants aligned inputs (Gzip/Deflate: 4 bytes); 16 covers every algorithm
 _OUT_ALIGN = 256

@@ -1,0 +1,335 @@
+"""Batched zstd decoding by zstd block (``cuda/zstd.cu``): the frames' blocks decode at once, not one after
+another in one thread block per frame as in nvCOMP, and every read and write stays inside the buffers
+the frame walk checked. Chunks the kernels refuse or do not take go to ``fallback`` (libzstd on the
+host)."""
+
+import contextlib
+import functools
+import re
+from collections.abc import Callable, Iterator
+
+import cupy as cp
+import numpy as np
+
+from .. import kernels
+from ..runtime import transfer
+from . import host_decode
+
+_RECORD = 176  # sizeof(zblock)
+_HUF, _FSE = 2048 * 2, 3 * 512 * 2  # bytes of a block's Huffman table and its three FSE tables
+REASONS = {  # the kernels' statuses; 5, a frame they do not take, has no reason of its own
+    1: "truncated zstd frame",
+    2: "not a zstd frame",
+    3: "corrupt zstd data",
+    4: "zstd frame decodes to a size other than the metadata's",
+    6: "a zstd match reaches before the frame's start",
+    7: "zstd frame needs a dictionary (none is configured)",
+    8: "zstd content checksum does not match",
+    9: "bytes after the last zstd frame that are no frame",
+}
+_THREADS = 128
+_STEP = 256  # ZS_STEP as zstd.cu defines it: the copiers' threads, one a sequence of a step
+# the frame copier's step (its thread block's threads, a sequence each between barriers): zstd.cu's,
+# or longer for batches of no more chunks than the device has SMs, each thread block then an SM's
+# only one: there the long step copies faster, while over more chunks the short step's six thread
+# blocks an SM copy faster (docs/decisions/zstd-copier.md)
+FRAME_STEPS = {"short": _STEP, "long": 1024}
+_XXH_THREADS = 128  # ZS_XXH_THREADS: four a frame
+_SEQ_THREADS = 8  # ZS_SEQ_THREADS: the sequences kernel's, a zstd block each with its tables in a room
+_LIT_THREADS = 32  # ZS_LIT_THREADS
+_WAVES_PER_LOOK = 8  # waves of the copier by waves launched between reads of the matches left
+_WAVES_MAX = 256  # ZS_WAVES_MAX: then the matches left are copied in order
+_WARPS = 4  # ZS_WARPS: the warp copier's warps a thread block
+COPIERS = {"frames": 0, "waves": 1, "warps": 2}  # ZS_BY_FRAME, ZS_BY_WAVES, ZS_BY_WARP
+# the waves pay only where a frame in order is the tail: chunks this large, in a batch of no more
+# chunks than the GPU has SMs (a few huge chunks then copy several times faster); many small frames
+# copied by waves take longer than a thread block each (docs/decisions/zstd-copier.md)
+_WAVES_MIN_BYTES = 4 << 20
+# a warp a frame, a sequence at a time, for frames of no more sequences than this: many small frames
+# (blosc's inner streams of 32 KiB, about a thousand sequences each) copy many times faster than by a
+# thread block each, but a frame of a million sequences (an 8 MiB chunk), its sequences one after
+# another, copies many times slower (docs/decisions/zstd-copier.md)
+_WARP_MAX_SEQUENCES = 4096
+# ... and of no more bytes than this: raw and RLE blocks (incompressible or constant data) have no
+# sequences, and a warp copies them 32 bytes a step where a thread block copies 256
+_WARP_MAX_BYTES = 256 << 10
+
+
+# compiled_from's module and its ZS_STEP, in place of zstd.cu's
+_variant: tuple[cp.RawModule, int] | None = None
+_forced: dict[str, str] = {}  # the copier and step chosen in place of the batch's rules
+_events: list[tuple[str, cp.cuda.Event, cp.cuda.Event]] | None = None  # kernel_times's
+
+
+def source() -> str:
+    """The kernels' CUDA source (``cuda/zstd.cu``, its header inlined), as ``compiled_from`` takes it."""
+    return kernels.source("zstd.cu")
+
+
+def _module(step: int = _STEP) -> cp.RawModule:
+    """The kernels compiled with ``ZS_STEP`` ``step`` (zstd.cu's own: no define)."""
+    return kernels.module("zstd.cu", "" if step == _STEP else f"#define ZS_STEP {step}\n")
+
+
+@contextlib.contextmanager
+def compiled_from(code: str) -> Iterator[None]:
+    """Inside, the kernels come from ``code`` (a variant of ``source()``, or another branch's), compiled
+    at their first launch, the copiers' thread blocks of its ``ZS_STEP`` (its first definition: a
+    variant may define it before the source's default): benchmarks time sources side by side. Not for
+    concurrent decodes."""
+    global _variant
+    step = re.search(r"#define ZS_STEP (\d+)", code)
+    old, _variant = _variant, (cp.RawModule(code=code), int(step.group(1)) if step else _STEP)
+    try:
+        yield
+    finally:
+        _variant = old
+
+
+def copier(name: str) -> contextlib.AbstractContextManager[None]:
+    """Inside, every chunk is copied by ``name``: "frames" (a thread block a frame, in order), "waves"
+    (``_copy_by_waves``) or "warps" (a warp a frame, a sequence at a time), not by the rule of
+    ``launch``. For tests and benchmarks: not for concurrent decodes."""
+    assert name in COPIERS, name
+    return _force("copier", name)
+
+
+def frame_step(name: str) -> contextlib.AbstractContextManager[None]:
+    """Inside, the frame copier runs at ``FRAME_STEPS[name]``, not by the rule of ``launch`` (a source
+    of ``compiled_from`` keeps its own). For tests and benchmarks: not for concurrent decodes."""
+    assert name in FRAME_STEPS, name
+    return _force("step", name)
+
+
+@contextlib.contextmanager
+def _force(choice: str, name: str) -> Iterator[None]:
+    old = _forced.get(choice)
+    _forced[choice] = name
+    try:
+        yield
+    finally:
+        if old is None:
+            del _forced[choice]
+        else:
+            _forced[choice] = old
+
+
+@contextlib.contextmanager
+def kernel_times() -> Iterator[list[tuple[str, float]]]:
+    """Inside, each kernel launch is bracketed by CUDA events on the launching (current) stream; on
+    leaving, once the last has passed, the list yielded holds (kernel, milliseconds) in launch order.
+    For benchmarks: not for concurrent decodes."""
+    global _events
+    events: list[tuple[str, cp.cuda.Event, cp.cuda.Event]] = []
+    times: list[tuple[str, float]] = []
+    old, _events = _events, events
+    try:
+        yield times
+    finally:
+        _events = old
+        if events:
+            events[-1][2].synchronize()
+        times += [(name, cp.cuda.get_elapsed_time(a, b)) for name, a, b in events]
+
+
+def _launch(name: str, grid: int, *args: object, threads: int = _THREADS, step: int = _STEP) -> None:
+    """Kernel ``name`` of ``compiled_from``'s module, else of the module compiled at ``step``."""
+    kernel = (_variant[0] if _variant is not None else _module(step)).get_function(name)
+    events = _events
+    if events is None:
+        kernel((grid,), (threads,), args)
+        return
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    kernel((grid,), (threads,), args)
+    end.record()
+    events.append((name, start, end))
+
+
+def _step() -> int:
+    """The copier by waves' threads a thread block: ZS_STEP of the source the kernels come from."""
+    return _variant[1] if _variant is not None else _STEP
+
+
+def _run(name: str, items: int, *args: object, threads: int = _THREADS) -> None:  # a thread an item
+    _launch(name, (items + threads - 1) // threads, np.int64(items), *args, threads=threads)
+
+
+class Decode:
+    """One launched batch: its frames' statuses, and the device memory the kernels use, held until the
+    statuses are read once the stream has run. ``reasons`` names the kernels' statuses."""
+
+    reasons: dict[int, str] = REASONS
+
+    def __init__(
+        self,
+        status: cp.ndarray,
+        fallback: Callable[[np.ndarray], list[tuple[int, str]]],
+        held: tuple,
+        stream: cp.cuda.Stream,
+    ) -> None:
+        self.status, self.fallback, self.held, self.stream = status, fallback, held, stream
+
+    def failures(self) -> list[tuple[int, str]]:
+        """The chunks not decoded, as (index, reason), once the stream has passed the decode. The
+        kernels take only well-formed frames; the chunks they refuse or do not take are decoded by
+        ``fallback`` (libzstd on the host), whose verdict is final: those it decodes are no failures,
+        the others carry both reasons."""
+        status = transfer.read(self.status, self.stream)
+        self.held = ()
+        refused = np.flatnonzero(status)
+        if not len(refused):
+            return []
+        host = dict(self.fallback(refused))
+        kernels = {int(i): self.reasons.get(int(status[i])) for i in refused}  # zstd: none for 5
+        return [(i, host_decode.both_reasons(why, host[i])) for i, why in kernels.items() if i in host]
+
+
+def launch(
+    src: np.ndarray,
+    src_sizes: np.ndarray,
+    dst: np.ndarray,
+    dst_sizes: np.ndarray,
+    stream: cp.cuda.Stream,
+    fallback: Callable[[np.ndarray], list[tuple[int, str]]],
+    verify: bool,
+) -> Decode:
+    """Decode zstd chunk ``i`` (``src_sizes[i]`` bytes at device address ``src[i]``: frames and skippable
+    frames) into ``dst_sizes[i]`` bytes at device address ``dst[i]`` on ``stream`` (the current stream);
+    with ``verify``, the frames' content checksums are checked.
+
+    The frames' block headers are walked first and their counts read back (the stream is waited for,
+    as nvCOMP's scratch query does), so that the scratch is sized from headers checked against the
+    metadata: per block 7.2 KiB of tables, 8 bytes a sequence (every match is 3 bytes or more), the
+    literals (docs/design.md compares it with nvCOMP's query). Each chunk's copier is ``_copiers``':
+    by waves (``_copy_by_waves``: a bit a decoded byte more), a warp a frame, or a thread block a
+    frame.
+    """
+    n = len(src)
+    cols, pinned = transfer.upload([src, src_sizes, dst, dst_sizes], np.uint64)
+    src_d, dst_d = cols[:n], cols[2 * n : 3 * n]
+    sizes_d, expected_d = cols[n : 2 * n].view(np.int64), cols[3 * n :].view(np.int64)
+    status = cp.zeros(n, dtype=np.int32)
+    counts = cp.zeros(3 * n, dtype=np.int64)
+    _run("zs_count", n, src_d, sizes_d, expected_d, counts, status)
+    per_frame = transfer.read(counts, stream).reshape(n, 3)
+    del pinned  # the stream has passed the upload
+    base = np.zeros((n, 3), dtype=np.int64)
+    base[1:] = np.cumsum(per_frame, axis=0)[:-1]
+    blocks, lits, seqs = (int(v) for v in per_frame.sum(axis=0))
+    held: tuple = (cols, counts)
+    if blocks:
+        at = np.cumsum([0, blocks * _RECORD, blocks * _HUF, blocks * _FSE, seqs * 8, lits])
+        scratch = cp.empty(int(at[-1]), dtype=np.uint8)
+        rec, huf, fse, seq, lit = (scratch[at[k] : at[k + 1]] for k in range(5))
+        base_d, base_h = transfer.upload([base.ravel()], np.int64)
+        _run("zs_fill", n, src_d, sizes_d, expected_d, counts, base_d, rec, status)
+        _run("zs_tables", blocks, src_d, rec, huf, fse, status)
+        _run("zs_literals", 4 * blocks, src_d, rec, huf, lit, status, threads=_LIT_THREADS)
+        _run("zs_sequences", blocks, src_d, rec, fse, seq, status, threads=_SEQ_THREADS)
+        _run("zs_place", n, base_d, counts, rec, expected_d, status)
+        which = _copiers(per_frame, np.asarray(dst_sizes, dtype=np.int64))
+        which_d, which_h = transfer.upload([which], np.uint8)
+        copy = (np.int64(n), base_d, counts, src_d, rec, lit, seq, dst_d, which_d, status)
+        if (which == COPIERS["frames"]).any():
+            step = _frame_step(n)
+            _launch("zs_copy", n, *copy, threads=step, step=step)  # a thread block a chunk it copies
+        if (which == COPIERS["warps"]).any():
+            _launch("zs_copy_warps", (n + _WARPS - 1) // _WARPS, *copy, threads=32 * _WARPS)
+        held += (which_d, base_h, which_h)
+        if (which == COPIERS["waves"]).any():
+            held += _copy_by_waves(
+                n, blocks, base_d, counts, src_d, rec, lit, seq, dst_d, dst_sizes, which_d, status, stream
+            )
+        if verify:
+            grid = (4 * blocks + _XXH_THREADS - 1) // _XXH_THREADS
+            _launch("zs_checksum", grid, np.int64(blocks), rec, dst_d, status, threads=_XXH_THREADS)
+        held += (scratch, base_d)
+    return Decode(status, fallback, held, stream)
+
+
+def _copiers(per_frame: np.ndarray, decoded: np.ndarray) -> np.ndarray:
+    """Each chunk's copier (``COPIERS``, as uint8) from its counts of blocks, literal bytes and
+    sequences: ``copier``'s choice, else by waves where its literals are half its decoded bytes or
+    more, ``_WAVES_MIN_BYTES`` or more, in a batch of at most as many chunks as the device has SMs; a
+    warp a frame where it has ``_WARP_MAX_SEQUENCES`` sequences or fewer and ``_WARP_MAX_BYTES`` or
+    fewer; else a thread block a frame."""
+    if "copier" in _forced:
+        return np.full(len(decoded), COPIERS[_forced["copier"]], dtype=np.uint8)
+    lits, seqs = per_frame[:, 1], per_frame[:, 2]
+    few = len(decoded) <= _sms(cp.cuda.Device().id)
+    waves = (2 * lits >= decoded) & (decoded >= _WAVES_MIN_BYTES) & few
+    small = (seqs <= _WARP_MAX_SEQUENCES) & (decoded <= _WARP_MAX_BYTES)
+    by_warp = np.where(small, COPIERS["warps"], COPIERS["frames"])
+    return np.where(waves, COPIERS["waves"], by_warp).astype(np.uint8)
+
+
+def _frame_step(n: int) -> int:
+    """The frame copier's step for a batch of ``n`` chunks (its grid: a thread block each, those of
+    other copiers leaving at once): ``compiled_from``'s source's, else ``frame_step``'s choice, else
+    the long step for no more chunks than SMs where its kernel launches that many threads."""
+    if _variant is not None:
+        return _variant[1]
+    if "step" in _forced:
+        return FRAME_STEPS[_forced["step"]]
+    device = cp.cuda.Device().id
+    return FRAME_STEPS["long" if n <= _sms(device) and _long_step_launches(device) else "short"]
+
+
+@functools.cache
+def _long_step_launches(device: int) -> bool:
+    """Whether the long step's copier takes thread blocks of its size on ``device``: its registers a
+    thread decide it (no launch bound is set, so that the short step's code stays as compiled)."""
+    with cp.cuda.Device(device):
+        copy = _module(FRAME_STEPS["long"]).get_function("zs_copy")
+        return int(copy.max_threads_per_block) >= FRAME_STEPS["long"]
+
+
+@functools.cache
+def _sms(device: int) -> int:
+    """Device ``device``'s SMs, asked once (``Device.attributes`` asks the driver for every attribute)."""
+    return int(cp.cuda.Device(device).attributes["MultiProcessorCount"])
+
+
+def _copy_by_waves(
+    n: int,
+    blocks: int,
+    base_d: cp.ndarray,
+    counts: cp.ndarray,
+    src_d: cp.ndarray,
+    rec: cp.ndarray,
+    lit: cp.ndarray,
+    seq: cp.ndarray,
+    dst_d: cp.ndarray,
+    dst_sizes: np.ndarray,
+    which_d: cp.ndarray,
+    status: cp.ndarray,
+    stream: cp.cuda.Stream,
+) -> tuple:
+    """The copier by waves (``cuda/zstd.cu``) for the chunks ``which_d`` gives it: their blocks' literals
+    placed, then waves of the matches whose sources are ready, ``_WAVES_PER_LOOK`` between reads of the
+    count left, until none is left, a look finds no progress (only failed chunks keep theirs: every
+    wave completes a match of each sound frame with one left) or ``_WAVES_MAX`` waves have run; then
+    a thread a chunk finishes the matches left in order. Returns what the stream still uses."""
+    words = np.asarray(dst_sizes, dtype=np.int64) // 32 + 2  # a bit a decoded byte
+    starts = np.cumsum([0, *words])
+    bits = cp.zeros(int(starts[-1]), dtype=np.uint32)
+    bits_d = cp.asarray(np.uint64(bits.data.ptr) + 4 * starts[:-1].astype(np.uint64))
+    remaining = cp.empty(blocks, dtype=np.int32)
+    left = cp.zeros(1, dtype=np.uint64)
+    grid = np.int64(blocks)
+    resolve = (grid, src_d, rec, lit, seq, dst_d, bits_d, remaining, left, which_d, status)
+    _launch("zs_resolve_blocks", blocks, *resolve, threads=_step())
+    before = None
+    for _ in range(_WAVES_MAX // _WAVES_PER_LOOK):
+        for _ in range(_WAVES_PER_LOOK):
+            _launch(
+                "zs_wave", blocks, grid, rec, seq, dst_d, bits_d, remaining, left, status, threads=_step()
+            )
+        now = int(transfer.read(left, stream)[0])
+        if now == 0 or now == before:
+            break
+        before = now
+    else:  # the waves' bound: the rest in order
+        _run("zs_finish", n, base_d, counts, rec, seq, remaining, dst_d, bits_d, which_d, status)
+    return (bits, bits_d, remaining, left)

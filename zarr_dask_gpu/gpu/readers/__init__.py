@@ -1,0 +1,1 @@
+"""Device readers: kvikio reads of local chunk files and byte ranges, and of remote objects."""

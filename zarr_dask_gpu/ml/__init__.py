@@ -1,0 +1,1 @@
+"""Machine learning: epoch plans, the shuffled training loader, torch tensors and state dicts."""

@@ -1,0 +1,1 @@
+"""Sample stores for the demo, the benchmark and the tests."""
