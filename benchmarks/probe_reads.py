@@ -19,11 +19,11 @@ import cupy as cp
 import cupyx
 import kvikio.defaults
 import numpy as np
-from zarr_dask_gpu.storage.readers import layout, pread_all
-from zarr_dask_gpu.storage.units import Range
 
 from zarr_dask_gpu.gpu.readers.local import KvikioReader
 from zarr_dask_gpu.gpu.runtime import setup
+from zarr_dask_gpu.storage.readers import layout, pread_all
+from zarr_dask_gpu.storage.units import Range
 
 _SPIN = r"""extern "C" __global__ void spin(long long cycles, float* x) {
     long long t0 = clock64();

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 import zarr
 from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
-from zarr_dask_gpu.storage.units import read_shard_index
 
 from zarr_dask_gpu import ChunkDecodeError, from_zarr_gpu
 from zarr_dask_gpu.resolve import open_array_info
+from zarr_dask_gpu.storage.units import read_shard_index
 
 from ..damage import (
     CODECS,

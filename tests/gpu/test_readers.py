@@ -18,9 +18,9 @@ def test_the_reader_reads_past_its_window_and_names_a_short_file(tmp_path, monke
     FileNotFoundError naming it, and every file the reader opened is closed."""
     import cupy as cp
     import dask
-    from zarr_dask_gpu.storage.units import Range
 
     from zarr_dask_gpu.gpu.readers import local as reader
+    from zarr_dask_gpu.storage.units import Range
 
     monkeypatch.setattr(reader, "_WINDOW", window)
     rng = np.random.default_rng(5)

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import zarr
 from distributed import Client, wait
-from zarr_dask_gpu.storage.units import Range
 
 import zarr_dask_gpu.storage.readers as zio
 from zarr_dask_gpu import BlockMemoryError, from_zarr_gpu
+from zarr_dask_gpu.storage.units import Range
 
 from ..helpers import host, sample
 

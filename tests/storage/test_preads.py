@@ -8,11 +8,11 @@ import dask
 import numpy as np
 import pytest
 import zarr
-from zarr_dask_gpu.storage.units import Range, locate
 
 from zarr_dask_gpu import _preads, from_zarr_gpu
 from zarr_dask_gpu.resolve import open_array_info
 from zarr_dask_gpu.storage import readers as zio
+from zarr_dask_gpu.storage.units import Range, locate
 
 
 def _files(tmp_path, sizes, seed=0):

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import zarr
 from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, TransposeCodec, ZstdCodec
-from zarr_dask_gpu.storage.units import Range, coalesce, locate, read_shard_index
 
 from zarr_dask_gpu import ChunkDecodeError, from_zarr_gpu
 from zarr_dask_gpu.resolve import open_array_info
+from zarr_dask_gpu.storage.units import Range, coalesce, locate, read_shard_index
 
 from ..helpers import host, sample
 

@@ -12,11 +12,11 @@ import pytest
 import zarr
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
+
+from zarr_dask_gpu.resolve import key_store, open_array_info
 from zarr_dask_gpu.storage.readers import host_reader
 from zarr_dask_gpu.storage.stores import FsspecStore, KeyStore, LocalStore, process_token
 from zarr_dask_gpu.storage.units import locate, read_shard_index
-
-from zarr_dask_gpu.resolve import key_store, open_array_info
 
 from .test_remote import http_root  # noqa: F401  # the HTTP server with Range support
 

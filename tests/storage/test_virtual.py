@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from zarr_dask_gpu.storage.units import Source
 
 from zarr_dask_gpu import StoreError, from_zarr_gpu
 from zarr_dask_gpu.bench.stores import virtual_dataset, virtual_repository
 from zarr_dask_gpu.resolve import open_array_info
+from zarr_dask_gpu.storage.units import Source
 
 from ..helpers import host
 
