@@ -1,55 +1,35 @@
 """Passes of ``from_zarr_gpu(path).persist()`` as the bench's first row times them (16 threads, cupy's
-pool emptied before each pass, untimed), with variants in turns: package settings, the zstd frame
-copier's step forced (``zstd_blocks.frame_step``), or the devices' waits left to CUDA's default spin
-(``waits=spin``; the package's set-up makes them sleep, ``blocking-sync``), or kvikio's own settings
-(``kvikio:num_threads=32,task_size=16777216``). Each variant's graph is made under its settings (so
+pool emptied before each pass, untimed), with variants in turns: package settings, or kvikio's own
+settings (``kvikio:num_threads=32,task_size=16777216``). Each variant's graph is made under its settings (so
 ``block-size=256MiB`` or ``gpu-min-blocks=8`` shape the tasks) and warmed once; a round runs each
 once, every other round in the reverse order, so that a place in the round (after which variant's
 pass) weighs on all alike.
 Run on the GPU host after `zarr-dask-gpu bench` (or ``python3 -m zarr_dask_gpu.bench.datasets A-large``)
 has written the dataset:
     python3 benchmarks/passes.py [--path /tmp/bench-a.zarr-large] [--rounds 5] [--variants default
-        step=short step=long waits=spin join-tasks=3 ...]
+        join-tasks=3 read-slots=2 kvikio:num_threads=32 ...]
 """
 
 import argparse
 import contextlib
 import statistics
-from collections.abc import Iterator
 from typing import Any
 
 import kvikio.defaults
 
 from zarr_dask_gpu import from_zarr_gpu
 from zarr_dask_gpu.bench.timing import free_device, in_turns, parse_settings, persisting, settings
-from zarr_dask_gpu.gpu.decoders import zstd_blocks
-from zarr_dask_gpu.gpu.runtime import setup
 
 
 def variant(text: str) -> Any:
-    """``default``, ``step=NAME`` (a name of ``zstd_blocks.FRAME_STEPS``), ``waits=spin``,
-    ``kvikio:KEY=INT,...`` (``kvikio.defaults``' keys) or settings as ``join-tasks=3,read-slots=1``:
-    a context to run passes in."""
+    """``default``, ``kvikio:KEY=INT,...`` (``kvikio.defaults``' keys) or settings as
+    ``join-tasks=3,read-slots=1``: a context to run passes in."""
     if text == "default":
         return contextlib.nullcontext()
-    if text == "waits=spin":
-        return spinning()
     if text.startswith("kvikio:"):
         pairs = (kv.split("=", 1) for kv in text.removeprefix("kvikio:").split(","))
         return kvikio.defaults.set({k: int(v) for k, v in pairs})
-    if text.startswith("step="):
-        return zstd_blocks.frame_step(text.removeprefix("step="))
     return settings(parse_settings(text))
-
-
-@contextlib.contextmanager
-def spinning() -> Iterator[None]:
-    """Inside, the devices' waits are CUDA's default (a spin), as before the package's set-up."""
-    setup.blocking_sync(False)
-    try:
-        yield
-    finally:
-        setup.blocking_sync(True)
 
 
 def main() -> None:
@@ -57,7 +37,7 @@ def main() -> None:
     p.add_argument("--path", default="/tmp/bench-a.zarr-large")
     p.add_argument("--threads", type=int, default=16)
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--variants", nargs="+", default=["default", "step=short", "step=long"])
+    p.add_argument("--variants", nargs="+", default=["default", "join-decodes=False"])
     args = p.parse_args()
     bodies = {}
     for v in args.variants:  # each graph made inside its variant: settings such as block-size apply

@@ -36,7 +36,7 @@ from zarr_dask_gpu.bench.ceilings import compressed, kvikio_read_all
 from zarr_dask_gpu.bench.timing import drop_cache, free_device, parse_settings, settings, sync_device
 from zarr_dask_gpu.gpu.decoders import decompress, validate
 from zarr_dask_gpu.gpu.readers.local import KvikioReader
-from zarr_dask_gpu.gpu.runtime import setup, streams
+from zarr_dask_gpu.gpu.runtime import setup
 from zarr_dask_gpu.resolve import open_array_info
 from zarr_dask_gpu.task import read_region
 
@@ -73,7 +73,6 @@ def cases() -> dict[str, Callable[[], Any]]:
         "join-decodes=False (a call per task)": lambda: settings({"join-decodes": False}),
         "join-wait=None (waits for its partner)": lambda: settings({"join-wait": None}),
         "kvikio device preads (host-read-below=0)": lambda: settings({"host-read-below": 0}),
-        "task streams at the joined calls' priority": lambda: streams.task_priority(streams.JOINED_PRIORITY),
     }
 
 

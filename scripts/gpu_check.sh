@@ -4,11 +4,8 @@
 # xarray's front doors, benchmarks/xarray_bench.py), timeline and timeline8 (per-phase task timeline
 # of A at 32 and 8 CUDA connections, benchmarks/timeline.py), data (writes the bench's datasets named
 # in DATA, default B: python3 -m zarr_dask_gpu.bench.datasets), timelines (of the datasets in
-# TIMELINES, default "B C D", written by bench or data), zprobe (this package's zstd kernels against
-# nvCOMP on A's chunks, each kernel timed), unshuffle (the blosc unshuffle kernel alone on E's blocks,
-# against a device copy: UNSHUFFLE_ARGS), lz4probe (nvCOMP's LZ4 on damaged blocks), copies (small
-# read-backs and uploads, alone and behind another stream's large copies), memprobe (what one
-# task's peak device memory holds: MEMPROBE_ARGS), ncu (the zstd kernels under Nsight Compute), sanitize
+# TIMELINES, default "B C D", written by bench or data), ncu (the zstd kernels under Nsight Compute,
+# in the bench's first row of NCU_DATASET, default A), sanitize
 # (memcheck and racecheck on the decoders: MEMCHECK_TESTS, RACECHECK_TESTS), scratch (a task's peak
 # memory), remote (loopback HTTP), scaling (multi-GPU), dl (the state-dict benchmark; needs
 # safetensors), torch (the torch and training-loader tests, CPU and GPU), loader (the training loader
@@ -19,7 +16,6 @@
 # steps that fit one device call (10 minutes).
 # Usage: [STEPS="tests bench"] [BENCH_ARGS="--datasets A,B"] [SCALING_ARGS="--variants read-slots=0"]
 #        [TIMELINE_ARGS="--rows-per-block 256 --cold"]
-#        [ZPROBE_ARGS="--compare other.cu"]
 #        bash scripts/gpu_check.sh [pytest args...]
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -62,21 +58,12 @@ step sanitize "${SANITIZE_TIMEOUT:-480}" env ZDG_CUPY_POOL=0 bash -c '
     ${MEMCHECK_TESTS:-tests/gpu/test_gpu_zstd.py tests/gpu/test_gpu_inflate.py tests/gpu/test_validate.py tests/gpu/test_memory.py tests/gpu/test_concurrency.py tests/gpu/test_process.py tests/gpu/test_readers.py tests/gpu/test_blosc.py tests/codecs/test_damage.py::test_reads_agree_with_the_reference} || exit $?
   $cs --tool racecheck python3 -m pytest -q -m gpu -p no:cacheprovider \
     ${RACECHECK_TESTS:-tests/gpu/test_gpu_zstd.py::test_frames_as_libzstd_reads_them tests/gpu/test_gpu_inflate.py::test_the_kernel_accepts_in_one_batch_only_what_the_reference_decodes_alike tests/gpu/test_validate.py::test_the_warps_lz4_walk_agrees_with_one_threads tests/gpu/test_blosc.py::test_blosc_blocks_unshuffled_in_place_read_as_zarr_does}'
-# shellcheck disable=SC2086  # ZPROBE_ARGS holds several words
-step zprobe 150 python3 benchmarks/probe_zstd.py ${ZPROBE_ARGS:-}
-# shellcheck disable=SC2086  # UNSHUFFLE_ARGS holds several words
-step unshuffle 90 python3 benchmarks/probe_unshuffle.py ${UNSHUFFLE_ARGS:-}
-step lz4probe 120 python3 benchmarks/probe_lz4_damage.py
-step copies 90 python3 benchmarks/probe_copies.py
-# the zstd kernels of one batch (NCU_ARGS: the probe's, default A's 512 in one call) under Nsight
-# Compute: occupancy, warp stalls and memory traffic, each kernel launched once
-# shellcheck disable=SC2086  # NCU_ARGS holds several words
+# the zstd kernels of the bench's first row under Nsight Compute: occupancy, warp stalls and memory
+# traffic, each kernel's first launches
 step ncu "${NCU_TIMEOUT:-300}" ncu --clock-control none --kernel-name 'regex:zs_(literals|sequences|copy|resolve_blocks|wave)' \
   --launch-count 6 --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
   --section MemoryWorkloadAnalysis --section SchedulerStats \
-  python3 benchmarks/probe_zstd.py --once ${NCU_ARGS:---chunks 512}
-# shellcheck disable=SC2086  # MEMPROBE_ARGS holds several words
-step memprobe 120 python3 benchmarks/probe_task_memory.py ${MEMPROBE_ARGS:-}
+  python3 -m zarr_dask_gpu.cli bench --gib 1 --datasets "${NCU_DATASET:-A}" --skip cold,cluster,dask,tensorstore,gds,checksum,variants,stores,virtual
 step scratch 60 python3 benchmarks/timeline.py --scratch
 step remote "${REMOTE_TIMEOUT:-200}" python3 benchmarks/remote_bench.py
 # shellcheck disable=SC2086  # SCALING_ARGS holds several words

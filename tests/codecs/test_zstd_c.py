@@ -273,7 +273,7 @@ def test_the_copier_past_its_deferred_list(tmp_path):
 @pytest.mark.parametrize("step", [32, 1024])
 def test_the_copiers_at_other_step_sizes(tmp_path, step):
     """Built with steps of 32 or 1,024 sequences (the thread block's size), the frame copier and the
-    copier by waves give libzstd's bytes (``benchmarks/probe_zstd.py`` times the other sizes)."""
+    copier by waves give libzstd's bytes (the package builds 256 and 1,024: ``zstd_blocks.FRAME_STEPS``)."""
     so = tmp_path / f"zs{step}.so"
     _build(so, f"-DZS_STEP={step}")
     built = ctypes.CDLL(str(so))

@@ -171,15 +171,11 @@ def test_tasks_decoding_at_once_share_one_nvcomp_call(tmp_path, monkeypatch):
 
 
 def test_task_streams_have_a_higher_priority_than_the_joined_calls():
-    """A task's stream has a higher priority (a lower number) than the streams of joined decode calls;
-    inside ``task_priority`` the task streams are made anew at the priority given, and after it again
-    at their own."""
+    """A task's stream has a higher priority (a lower number) than the streams of joined decode calls,
+    and is the thread's one stream on its device."""
     from zarr_dask_gpu.gpu.runtime import streams
 
     with streams.joining_stream() as joined:
         mine = streams.task_stream()
         assert mine.priority < joined.priority
-        with streams.task_priority(streams.JOINED_PRIORITY):
-            assert streams.task_stream().priority == joined.priority
-        again = streams.task_stream()
-        assert again.priority == mine.priority and again is not mine
+        assert streams.task_stream() is mine

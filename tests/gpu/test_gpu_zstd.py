@@ -34,11 +34,10 @@ def gpu_decode(
     decoder: str = "blocks",
     copier: str | None = None,
     step: str | None = None,
+    defines: str = "",
 ):
     """Each frame's output (None where it failed) and the failures, from one batched launch (the
-    kernels' ``copier`` and frame copier's ``step`` forced where given)."""
-    import contextlib
-
+    kernels' ``copier`` and frame copier's ``step`` forced where given, built with ``defines``)."""
     import cupy as cp
 
     from zarr_dask_gpu.gpu.decoders import decompress, zstd_blocks
@@ -52,9 +51,8 @@ def gpu_decode(
     out_at = np.cumsum([0, *[-(-e // 256) * 256 for e in expected]])
     out = cp.full(int(out_at[-1]) + 256, 0xAB, dtype=np.uint8)
     stream = cp.cuda.Stream(non_blocking=True)
-    forced = zstd_blocks.copier(copier) if copier else contextlib.nullcontext()
-    stepped = zstd_blocks.frame_step(step) if step else contextlib.nullcontext()
-    with dask.config.set({"zarr_dask_gpu.zstd-decoder": decoder}), forced, stepped, stream:
+    build = zstd_blocks.Build(defines, copier, step)
+    with dask.config.set({"zarr_dask_gpu.zstd-decoder": decoder}), stream:
         done = decompress.launch(
             "zstd",
             np.uint64(src.data.ptr) + starts[:-1].astype(np.uint64),
@@ -62,6 +60,7 @@ def gpu_decode(
             np.uint64(out.data.ptr) + out_at[:-1].astype(np.uint64),
             np.array(expected, np.uint64),
             stream,
+            build,
         )
         wait(stream)
         bad = dict(done.failures())
@@ -89,14 +88,11 @@ def test_decodes_what_libzstd_wrote(level, copier, step):
 def test_the_copier_past_its_deferred_list():
     """Built with room for four deferred entries a step, the frame copier's lanes chase the rest where
     they find them, side by side: the same bytes as libzstd's."""
-    from zarr_dask_gpu.gpu.decoders import zstd_blocks
-
     frames, want = [], []
     for data in [*_kinds(300_000, seed=5).values(), _sample(2 << 20, seed=6)]:
         frames.append(bytes(Zstd(3).encode(data)))
         want.append(data)
-    with zstd_blocks.compiled_from("#define ZS_DEFER 4\n" + zstd_blocks.source()):
-        got, bad = gpu_decode(frames, [len(w) for w in want], copier="frames")
+    got, bad = gpu_decode(frames, [len(w) for w in want], copier="frames", defines="#define ZS_DEFER 4\n")
     assert not bad and got == want
 
 
@@ -151,8 +147,8 @@ def test_the_rule_picks_a_copier_by_the_chunks_counts():
 
 def test_the_rule_picks_the_frame_copiers_step_by_the_batchs_chunks():
     """The long step for batches of no more chunks than SMs (on an H200, A's 32 chunks), whose copier
-    launches thread blocks that large; zstd.cu's own for more (A's 512); a source given to
-    ``compiled_from`` keeps its own."""
+    launches thread blocks that large; zstd.cu's own for more (A's 512); a build that defines its
+    ``ZS_STEP`` keeps its own."""
     import cupy as cp
 
     from zarr_dask_gpu.gpu.decoders import zstd_blocks
@@ -162,8 +158,8 @@ def test_the_rule_picks_the_frame_copiers_step_by_the_batchs_chunks():
     long, short = zstd_blocks.FRAME_STEPS["long"], zstd_blocks.FRAME_STEPS["short"]
     assert zstd_blocks._long_step_launches(device)  # the long copier's registers allow 1024 threads
     assert [zstd_blocks._frame_step(k) for k in (1, sms, sms + 1, 4 * sms)] == [long, long, short, short]
-    with zstd_blocks.compiled_from("#define ZS_STEP 512\n" + zstd_blocks.source()):
-        assert zstd_blocks._frame_step(1) == 512
+    assert zstd_blocks._frame_step(1, zstd_blocks.Build("#define ZS_STEP 512\n")) == 512
+    assert zstd_blocks._frame_step(1, zstd_blocks.Build(step="short")) == short
 
 
 @KERNELS

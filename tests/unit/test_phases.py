@@ -6,7 +6,6 @@ import threading
 import numpy as np
 import pytest
 import zarr
-from numcodecs import Zstd
 
 from zarr_dask_gpu import from_zarr_gpu, phases
 
@@ -69,24 +68,3 @@ def test_a_gpu_read_reports_its_phases_inside_its_tasks(tmp_path, decoder):
             assert any(t.thread == s.thread and t.start <= s.start <= s.end <= t.end for t in tasks), s
     calls = [s for s in spans if s.name == "decode-call"]
     assert sum(s.detail["chunks"] for s in calls) == 8 and sum(s.detail["tasks"] for s in calls) >= 4
-
-
-@pytest.mark.gpu
-def test_kernel_times_and_another_source_for_benchmarks():
-    # benchmarks/probe_zstd.py's hooks: each kernel timed, and the kernels compiled from other source
-    from zarr_dask_gpu.gpu.decoders import zstd_blocks
-
-    from ..gpu.test_gpu_zstd import gpu_decode
-
-    data = np.round(np.random.default_rng(3).standard_normal(1 << 16), 1).astype("f4").tobytes()
-    frame = bytes(Zstd(3).encode(data))
-    with zstd_blocks.kernel_times() as kernels:
-        got, bad = gpu_decode([frame], [len(data)])
-    assert got == [data] and not bad
-    names = [k for k, _ in kernels]
-    assert names[0] == "zs_count" and "zs_copy" in names and all(ms >= 0 for _, ms in kernels)
-    with zstd_blocks.compiled_from(zstd_blocks.source() + "\n// a variant\n"):
-        assert gpu_decode([frame], [len(data)])[0] == [data]
-    with zstd_blocks.kernel_times() as after:
-        gpu_decode([frame], [len(data)])
-    assert [k for k, _ in after] == names  # the package's own source again, timed alike

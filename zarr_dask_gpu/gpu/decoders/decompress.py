@@ -98,11 +98,13 @@ def launch(
     dst: np.ndarray,
     dst_sizes: np.ndarray,
     stream: cp.cuda.Stream,
+    zstd: zstd_blocks.Build = zstd_blocks.DEFAULT,
 ) -> "Decode | zstd_blocks.Decode | inflate.Decode | host_decode.Decoded":
     """Decode chunk ``i`` (``src_sizes[i]`` bytes at device address ``src[i]``) into ``dst_sizes[i]``
     bytes at device address ``dst[i]``, in one batch on ``stream`` (the current stream), by the decoder
     ``decoder(compression)`` names: zstd by this package's kernels (the chunks they refuse or leave
-    by libzstd on the host), gzip and zlib by zlib on the host, lz4 by nvCOMP."""
+    by libzstd on the host; ``zstd`` says which kernels), gzip and zlib by zlib on the host, lz4 by
+    nvCOMP."""
     dst_sizes = np.asarray(dst_sizes)
     which = decoder(compression)
     if which == Decoder.KERNELS:
@@ -116,7 +118,7 @@ def launch(
         if compression in inflate.WRAPPERS:
             return inflate.launch(compression, src, src_sizes, dst, dst_sizes, stream, on_host)
         return zstd_blocks.launch(
-            src, src_sizes, dst, dst_sizes, stream, on_host, config.flag("verify-checksums")
+            src, src_sizes, dst, dst_sizes, stream, on_host, config.flag("verify-checksums"), zstd
         )
     if which == Decoder.HOST:
         return host_decode.decode(compression, src, src_sizes, dst, dst_sizes, stream)

@@ -3,10 +3,10 @@ another in one thread block per frame as in nvCOMP, and every read and write sta
 the frame walk checked. Chunks the kernels refuse or do not take go to ``fallback`` (libzstd on the
 host)."""
 
-import contextlib
 import functools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import cupy as cp
 import numpy as np
@@ -55,104 +55,51 @@ _WARP_MAX_SEQUENCES = 4096
 _WARP_MAX_BYTES = 256 << 10
 
 
-# compiled_from's module and its ZS_STEP, in place of zstd.cu's
-_variant: tuple[cp.RawModule, int] | None = None
-_forced: dict[str, str] = {}  # the copier and step chosen in place of the batch's rules
-_events: list[tuple[str, cp.cuda.Event, cp.cuda.Event]] | None = None  # kernel_times's
+@dataclass(frozen=True)
+class Build:
+    """The kernels that decode a batch: ``zstd.cu`` with ``defines`` (``#define`` lines before its
+    text: its ``#ifndef`` defaults give way to them), each chunk copied by ``copier`` and the frame
+    copier run at ``step`` (a name of ``FRAME_STEPS``) where given, else as the batch's rules choose.
+    The package decodes with ``Build()``; tests reach the copiers and bounds the rules seldom pick."""
+
+    defines: str = ""
+    copier: str | None = None
+    step: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.copier is not None and self.copier not in COPIERS:
+            raise ValueError(f"copier must be one of {sorted(COPIERS)}, got {self.copier!r}")
+        if self.step is not None and self.step not in FRAME_STEPS:
+            raise ValueError(f"step must be one of {sorted(FRAME_STEPS)}, got {self.step!r}")
+
+    @property
+    def zs_step(self) -> int:
+        """``ZS_STEP`` of this build (the copier by waves' threads): its defines', else zstd.cu's."""
+        m = re.search(r"#define ZS_STEP (\d+)", self.defines)
+        return int(m.group(1)) if m else _STEP
+
+    def module(self, step: int) -> cp.RawModule:
+        """The kernels, compiled at their first launch, with the frame copier's thread block of
+        ``step`` threads (the defines' own ``ZS_STEP`` kept)."""
+        return kernels.module(
+            "zstd.cu", self.defines + ("" if step == self.zs_step else f"#define ZS_STEP {step}\n")
+        )
 
 
-def source() -> str:
-    """The kernels' CUDA source (``cuda/zstd.cu``, its header inlined), as ``compiled_from`` takes it."""
-    return kernels.source("zstd.cu")
+DEFAULT = Build()
 
 
-def _module(step: int = _STEP) -> cp.RawModule:
-    """The kernels compiled with ``ZS_STEP`` ``step`` (zstd.cu's own: no define)."""
-    return kernels.module("zstd.cu", "" if step == _STEP else f"#define ZS_STEP {step}\n")
+def _launch(
+    name: str, grid: int, *args: object, build: Build, threads: int = _THREADS, step: int = 0
+) -> None:
+    """Kernel ``name`` of ``build``'s module compiled at ``step`` (0: the build's ``ZS_STEP``)."""
+    build.module(step or build.zs_step).get_function(name)((grid,), (threads,), args)
 
 
-@contextlib.contextmanager
-def compiled_from(code: str) -> Iterator[None]:
-    """Inside, the kernels come from ``code`` (a variant of ``source()``, or another branch's), compiled
-    at their first launch, the copiers' thread blocks of its ``ZS_STEP`` (its first definition: a
-    variant may define it before the source's default): benchmarks time sources side by side. Not for
-    concurrent decodes."""
-    global _variant
-    step = re.search(r"#define ZS_STEP (\d+)", code)
-    old, _variant = _variant, (cp.RawModule(code=code), int(step.group(1)) if step else _STEP)
-    try:
-        yield
-    finally:
-        _variant = old
-
-
-def copier(name: str) -> contextlib.AbstractContextManager[None]:
-    """Inside, every chunk is copied by ``name``: "frames" (a thread block a frame, in order), "waves"
-    (``_copy_by_waves``) or "warps" (a warp a frame, a sequence at a time), not by the rule of
-    ``launch``. For tests and benchmarks: not for concurrent decodes."""
-    assert name in COPIERS, name
-    return _force("copier", name)
-
-
-def frame_step(name: str) -> contextlib.AbstractContextManager[None]:
-    """Inside, the frame copier runs at ``FRAME_STEPS[name]``, not by the rule of ``launch`` (a source
-    of ``compiled_from`` keeps its own). For tests and benchmarks: not for concurrent decodes."""
-    assert name in FRAME_STEPS, name
-    return _force("step", name)
-
-
-@contextlib.contextmanager
-def _force(choice: str, name: str) -> Iterator[None]:
-    old = _forced.get(choice)
-    _forced[choice] = name
-    try:
-        yield
-    finally:
-        if old is None:
-            del _forced[choice]
-        else:
-            _forced[choice] = old
-
-
-@contextlib.contextmanager
-def kernel_times() -> Iterator[list[tuple[str, float]]]:
-    """Inside, each kernel launch is bracketed by CUDA events on the launching (current) stream; on
-    leaving, once the last has passed, the list yielded holds (kernel, milliseconds) in launch order.
-    For benchmarks: not for concurrent decodes."""
-    global _events
-    events: list[tuple[str, cp.cuda.Event, cp.cuda.Event]] = []
-    times: list[tuple[str, float]] = []
-    old, _events = _events, events
-    try:
-        yield times
-    finally:
-        _events = old
-        if events:
-            events[-1][2].synchronize()
-        times += [(name, cp.cuda.get_elapsed_time(a, b)) for name, a, b in events]
-
-
-def _launch(name: str, grid: int, *args: object, threads: int = _THREADS, step: int = _STEP) -> None:
-    """Kernel ``name`` of ``compiled_from``'s module, else of the module compiled at ``step``."""
-    kernel = (_variant[0] if _variant is not None else _module(step)).get_function(name)
-    events = _events
-    if events is None:
-        kernel((grid,), (threads,), args)
-        return
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    start.record()
-    kernel((grid,), (threads,), args)
-    end.record()
-    events.append((name, start, end))
-
-
-def _step() -> int:
-    """The copier by waves' threads a thread block: ZS_STEP of the source the kernels come from."""
-    return _variant[1] if _variant is not None else _STEP
-
-
-def _run(name: str, items: int, *args: object, threads: int = _THREADS) -> None:  # a thread an item
-    _launch(name, (items + threads - 1) // threads, np.int64(items), *args, threads=threads)
+def _run(
+    name: str, items: int, *args: object, build: Build, threads: int = _THREADS
+) -> None:  # a thread an item
+    _launch(name, (items + threads - 1) // threads, np.int64(items), *args, build=build, threads=threads)
 
 
 class Decode:
@@ -193,10 +140,11 @@ def launch(
     stream: cp.cuda.Stream,
     fallback: Callable[[np.ndarray], list[tuple[int, str]]],
     verify: bool,
+    build: Build = DEFAULT,
 ) -> Decode:
     """Decode zstd chunk ``i`` (``src_sizes[i]`` bytes at device address ``src[i]``: frames and skippable
     frames) into ``dst_sizes[i]`` bytes at device address ``dst[i]`` on ``stream`` (the current stream);
-    with ``verify``, the frames' content checksums are checked.
+    with ``verify``, the frames' content checksums are checked; ``build`` says which kernels.
 
     The frames' block headers are walked first and their counts read back (the stream is waited for,
     as nvCOMP's scratch query does), so that the scratch is sized from headers checked against the
@@ -211,7 +159,7 @@ def launch(
     sizes_d, expected_d = cols[n : 2 * n].view(np.int64), cols[3 * n :].view(np.int64)
     status = cp.zeros(n, dtype=np.int32)
     counts = cp.zeros(3 * n, dtype=np.int64)
-    _run("zs_count", n, src_d, sizes_d, expected_d, counts, status)
+    _run("zs_count", n, src_d, sizes_d, expected_d, counts, status, build=build)
     per_frame = transfer.read(counts, stream).reshape(n, 3)
     del pinned  # the stream has passed the upload
     base = np.zeros((n, 3), dtype=np.int64)
@@ -223,39 +171,56 @@ def launch(
         scratch = cp.empty(int(at[-1]), dtype=np.uint8)
         rec, huf, fse, seq, lit = (scratch[at[k] : at[k + 1]] for k in range(5))
         base_d, base_h = transfer.upload([base.ravel()], np.int64)
-        _run("zs_fill", n, src_d, sizes_d, expected_d, counts, base_d, rec, status)
-        _run("zs_tables", blocks, src_d, rec, huf, fse, status)
-        _run("zs_literals", 4 * blocks, src_d, rec, huf, lit, status, threads=_LIT_THREADS)
-        _run("zs_sequences", blocks, src_d, rec, fse, seq, status, threads=_SEQ_THREADS)
-        _run("zs_place", n, base_d, counts, rec, expected_d, status)
-        which = _copiers(per_frame, np.asarray(dst_sizes, dtype=np.int64))
+        _run("zs_fill", n, src_d, sizes_d, expected_d, counts, base_d, rec, status, build=build)
+        _run("zs_tables", blocks, src_d, rec, huf, fse, status, build=build)
+        _run("zs_literals", 4 * blocks, src_d, rec, huf, lit, status, threads=_LIT_THREADS, build=build)
+        _run("zs_sequences", blocks, src_d, rec, fse, seq, status, threads=_SEQ_THREADS, build=build)
+        _run("zs_place", n, base_d, counts, rec, expected_d, status, build=build)
+        which = _copiers(per_frame, np.asarray(dst_sizes, dtype=np.int64), build.copier)
         which_d, which_h = transfer.upload([which], np.uint8)
         copy = (np.int64(n), base_d, counts, src_d, rec, lit, seq, dst_d, which_d, status)
         if (which == COPIERS["frames"]).any():
-            step = _frame_step(n)
-            _launch("zs_copy", n, *copy, threads=step, step=step)  # a thread block a chunk it copies
+            step = _frame_step(n, build)
+            _launch(
+                "zs_copy", n, *copy, build=build, threads=step, step=step
+            )  # a thread block a chunk it copies
         if (which == COPIERS["warps"]).any():
-            _launch("zs_copy_warps", (n + _WARPS - 1) // _WARPS, *copy, threads=32 * _WARPS)
+            _launch("zs_copy_warps", (n + _WARPS - 1) // _WARPS, *copy, build=build, threads=32 * _WARPS)
         held += (which_d, base_h, which_h)
         if (which == COPIERS["waves"]).any():
             held += _copy_by_waves(
-                n, blocks, base_d, counts, src_d, rec, lit, seq, dst_d, dst_sizes, which_d, status, stream
+                n,
+                blocks,
+                base_d,
+                counts,
+                src_d,
+                rec,
+                lit,
+                seq,
+                dst_d,
+                dst_sizes,
+                which_d,
+                status,
+                stream,
+                build,
             )
         if verify:
             grid = (4 * blocks + _XXH_THREADS - 1) // _XXH_THREADS
-            _launch("zs_checksum", grid, np.int64(blocks), rec, dst_d, status, threads=_XXH_THREADS)
+            _launch(
+                "zs_checksum", grid, np.int64(blocks), rec, dst_d, status, build=build, threads=_XXH_THREADS
+            )
         held += (scratch, base_d)
     return Decode(status, fallback, held, stream)
 
 
-def _copiers(per_frame: np.ndarray, decoded: np.ndarray) -> np.ndarray:
+def _copiers(per_frame: np.ndarray, decoded: np.ndarray, copier: str | None = None) -> np.ndarray:
     """Each chunk's copier (``COPIERS``, as uint8) from its counts of blocks, literal bytes and
     sequences: ``copier``'s choice, else by waves where its literals are half its decoded bytes or
     more, ``_WAVES_MIN_BYTES`` or more, in a batch of at most as many chunks as the device has SMs; a
     warp a frame where it has ``_WARP_MAX_SEQUENCES`` sequences or fewer and ``_WARP_MAX_BYTES`` or
     fewer; else a thread block a frame."""
-    if "copier" in _forced:
-        return np.full(len(decoded), COPIERS[_forced["copier"]], dtype=np.uint8)
+    if copier is not None:
+        return np.full(len(decoded), COPIERS[copier], dtype=np.uint8)
     lits, seqs = per_frame[:, 1], per_frame[:, 2]
     few = len(decoded) <= _sms(cp.cuda.Device().id)
     waves = (2 * lits >= decoded) & (decoded >= _WAVES_MIN_BYTES) & few
@@ -264,14 +229,14 @@ def _copiers(per_frame: np.ndarray, decoded: np.ndarray) -> np.ndarray:
     return np.where(waves, COPIERS["waves"], by_warp).astype(np.uint8)
 
 
-def _frame_step(n: int) -> int:
+def _frame_step(n: int, build: Build = DEFAULT) -> int:
     """The frame copier's step for a batch of ``n`` chunks (its grid: a thread block each, those of
-    other copiers leaving at once): ``compiled_from``'s source's, else ``frame_step``'s choice, else
+    other copiers leaving at once): the ``ZS_STEP`` that ``build`` defines, else its ``step``, else
     the long step for no more chunks than SMs where its kernel launches that many threads."""
-    if _variant is not None:
-        return _variant[1]
-    if "step" in _forced:
-        return FRAME_STEPS[_forced["step"]]
+    if "ZS_STEP" in build.defines:
+        return build.zs_step
+    if build.step is not None:
+        return FRAME_STEPS[build.step]
     device = cp.cuda.Device().id
     return FRAME_STEPS["long" if n <= _sms(device) and _long_step_launches(device) else "short"]
 
@@ -281,7 +246,7 @@ def _long_step_launches(device: int) -> bool:
     """Whether the long step's copier takes thread blocks of its size on ``device``: its registers a
     thread decide it (no launch bound is set, so that the short step's code stays as compiled)."""
     with cp.cuda.Device(device):
-        copy = _module(FRAME_STEPS["long"]).get_function("zs_copy")
+        copy = DEFAULT.module(FRAME_STEPS["long"]).get_function("zs_copy")
         return int(copy.max_threads_per_block) >= FRAME_STEPS["long"]
 
 
@@ -305,6 +270,7 @@ def _copy_by_waves(
     which_d: cp.ndarray,
     status: cp.ndarray,
     stream: cp.cuda.Stream,
+    build: Build,
 ) -> tuple:
     """The copier by waves (``cuda/zstd.cu``) for the chunks ``which_d`` gives it: their blocks' literals
     placed, then waves of the matches whose sources are ready, ``_WAVES_PER_LOOK`` between reads of the
@@ -319,17 +285,28 @@ def _copy_by_waves(
     left = cp.zeros(1, dtype=np.uint64)
     grid = np.int64(blocks)
     resolve = (grid, src_d, rec, lit, seq, dst_d, bits_d, remaining, left, which_d, status)
-    _launch("zs_resolve_blocks", blocks, *resolve, threads=_step())
+    _launch("zs_resolve_blocks", blocks, *resolve, build=build, threads=build.zs_step)
     before = None
     for _ in range(_WAVES_MAX // _WAVES_PER_LOOK):
         for _ in range(_WAVES_PER_LOOK):
             _launch(
-                "zs_wave", blocks, grid, rec, seq, dst_d, bits_d, remaining, left, status, threads=_step()
+                "zs_wave",
+                blocks,
+                grid,
+                rec,
+                seq,
+                dst_d,
+                bits_d,
+                remaining,
+                left,
+                status,
+                build=build,
+                threads=build.zs_step,
             )
         now = int(transfer.read(left, stream)[0])
         if now == 0 or now == before:
             break
         before = now
     else:  # the waves' bound: the rest in order
-        _run("zs_finish", n, base_d, counts, rec, seq, remaining, dst_d, bits_d, which_d, status)
+        _run("zs_finish", n, base_d, counts, rec, seq, remaining, dst_d, bits_d, which_d, status, build=build)
     return (bits, bits_d, remaining, left)

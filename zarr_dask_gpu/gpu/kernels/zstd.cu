@@ -920,7 +920,7 @@ ZD void zs_place_item(i64 c, const i64* base, const i64* counts, zblock* blocks,
 // so the step's bytes are written in any order, by any thread.
 
 #ifndef ZS_STEP
-#define ZS_STEP 256  // a multiple of 32, at most 1024 (the tests and the probe build others)
+#define ZS_STEP 256  // a multiple of 32, at most 1024 (zstd_blocks.Build makes others)
 #endif
 #define ZS_BY_FRAME 0  // a chunk's copier: this one, by waves (below) or a warp a frame (below)
 #define ZS_BY_WAVES 1

@@ -12,9 +12,9 @@ from ... import config
 
 _lock = threading.Lock()
 _done = False
-# CU_CTX_SCHED_MASK, CU_CTX_SCHED_BLOCKING_SYNC, CU_CTX_SCHED_AUTO (CUDA's default: a spin while the
-# process has no more contexts than cores)
-_SCHED_MASK, _SCHED_BLOCKING_SYNC, _SCHED_AUTO = 0x07, 0x04, 0x00
+# CU_CTX_SCHED_MASK, CU_CTX_SCHED_BLOCKING_SYNC (CUDA's default, AUTO, spins while the process has no
+# more contexts than cores)
+_SCHED_MASK, _SCHED_BLOCKING_SYNC = 0x07, 0x04
 
 
 def configure() -> None:
@@ -29,13 +29,12 @@ def configure() -> None:
             _done = True
 
 
-def blocking_sync(on: bool = True) -> None:
-    """Every device's primary context schedules its host waits as blocking syncs (``on``: a thread
-    waiting for a stream sleeps instead of spinning on a core), or as CUDA's default (benchmarks time
-    both). kvikio's compat-mode reads wait for a copy after each bounce buffer; spinning, its threads
-    take the cores that the tasks' threads need for their launches and read-backs
-    (docs/decisions/device-waits.md measures both). The driver applies the flag to a context already
-    made as well; the context's other flags are kept."""
+def blocking_sync() -> None:
+    """Every device's primary context schedules its host waits as blocking syncs: a thread waiting for
+    a stream sleeps instead of spinning on a core. kvikio's compat-mode reads wait for a copy after
+    each bounce buffer; spinning, its threads take the cores that the tasks' threads need for their
+    launches and read-backs (docs/decisions/device-waits.md measures both). The driver applies the flag
+    to a context already made as well; the context's other flags are kept."""
     cuda = ctypes.CDLL("libcuda.so.1")
     count = ctypes.c_int()
     if err := cuda.cuInit(0) or cuda.cuDeviceGetCount(ctypes.byref(count)):
@@ -46,6 +45,6 @@ def blocking_sync(on: bool = True) -> None:
         err = cuda.cuDeviceGet(ctypes.byref(dev), ordinal) or cuda.cuDevicePrimaryCtxGetState(
             dev, ctypes.byref(flags), ctypes.byref(active)
         )
-        new = (flags.value & ~_SCHED_MASK) | (_SCHED_BLOCKING_SYNC if on else _SCHED_AUTO)
+        new = (flags.value & ~_SCHED_MASK) | _SCHED_BLOCKING_SYNC
         if err or (err := cuda.cuDevicePrimaryCtxSetFlags_v2(dev, ctypes.c_uint(new))):
             warnings.warn(f"device {ordinal}'s waits left as they are: CUresult {err}", stacklevel=2)

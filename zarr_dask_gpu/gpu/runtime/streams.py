@@ -18,7 +18,6 @@ from ...distributed import containment
 # copies go ahead too, as does all of it ahead of other work at the default priority). CUDA clamps a
 # priority to the device's range (lower numbers first): these are its greatest and its least.
 TASK_PRIORITY, JOINED_PRIORITY = -100, 0
-_task_priority = TASK_PRIORITY  # task_priority's while inside
 _lock = threading.Lock()
 _tasks: dict[tuple[int, int], cp.cuda.Stream] = {}  # per (thread, device)
 _joining: dict[int, list[cp.cuda.Stream]] = {}  # per device: idle streams for joined calls
@@ -29,24 +28,8 @@ def task_stream() -> cp.cuda.Stream:
     key = (threading.get_ident(), cp.cuda.Device().id)
     with _lock:
         if key not in _tasks:
-            _tasks[key] = cp.cuda.Stream(non_blocking=True, priority=_task_priority)
+            _tasks[key] = cp.cuda.Stream(non_blocking=True, priority=TASK_PRIORITY)
         return _tasks[key]
-
-
-@contextlib.contextmanager
-def task_priority(priority: int) -> Iterator[None]:
-    """Inside, task streams are made anew at ``priority`` (e.g. ``JOINED_PRIORITY``). For benchmarks:
-    no task may run across its edges."""
-    global _task_priority
-    with _lock:
-        _tasks.clear()
-        old, _task_priority = _task_priority, priority
-    try:
-        yield
-    finally:
-        with _lock:
-            _tasks.clear()
-            _task_priority = old
 
 
 @contextlib.contextmanager

@@ -2,7 +2,7 @@
 
 A task's small copies (a batch's chunk tables, blosc block tables, kernel statuses) may otherwise
 wait in the copy engines' queues behind the other tasks' reads, which kvikio's compat mode copies
-from its bounce buffers to the device back to back (``benchmarks/probe_copies.py`` times both).
+from its bounce buffers to the device back to back (docs/decisions/device-waits.md has both timed).
 """
 
 from collections.abc import Sequence
