@@ -16,7 +16,6 @@ import numpy as np
 
 from . import config
 from .codecs.cpu import decode_chunk
-from .distributed import containment
 from .metadata import ArrayInfo
 from .plan import ChunkPiece
 from .storage.readers import host_reader
@@ -81,8 +80,6 @@ class CpuBackend:
     def decode_many(
         self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], Callable[[], np.ndarray]]]
     ) -> list[tuple[np.ndarray, list[bool]]]:
-        if containment.injected(blocks):  # test-only: the GPU path's fault, simulated (testing-fault-keys)
-            raise containment.simulated_fault(blocks)
         done = []
         for info, pieces, make_out in blocks:  # each block's chunks are already parallel
             out = make_out()

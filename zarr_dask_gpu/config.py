@@ -3,7 +3,7 @@
 Each key can be set with ``dask.config.set({"zarr_dask_gpu.<key>": value})`` or the environment
 variable ``DASK_ZARR_DASK_GPU__<KEY>`` (dask's convention). The package reads a setting through the
 accessor of its kind (``nbytes``, ``seconds``, their ``maybe_`` forms for settings that may be None,
-``integer``, ``flag``, ``choice``, ``keys``), which parses it
+``integer``, ``flag``, ``choice``), which parses it
 and names the key when its value is not of that kind. What each setting does, with measurements,
 is in docs/configuration.md.
 """
@@ -16,7 +16,7 @@ from typing import Any, Literal
 import dask.config
 from dask.utils import parse_bytes, parse_timedelta
 
-Kind = Literal["bytes", "duration", "int", "bool", "choice", "keys"]
+Kind = Literal["bytes", "duration", "int", "bool", "choice"]
 
 
 @dataclass(frozen=True)
@@ -90,9 +90,6 @@ SETTINGS: dict[str, Setting] = {
     "verify-checksums": Setting(True, "bool", "verify crc32c and zstd content checksums on the GPU"),
     "coalesce-gap": Setting("1MiB", "bytes", "ranges of one file closer than this are read in one pread"),
     "coalesce-limit": Setting("256MiB", "bytes", "the largest such pread"),
-    "testing-fault-keys": Setting(
-        None, "keys", "test-only: chunk keys whose decode faults (distributed/containment.py)", True
-    ),
 }
 
 # keys renamed, the old name still read (with a FutureWarning): "coalesce" names merging byte ranges
@@ -204,12 +201,6 @@ def choice(key: str) -> str:
             f"zarr_dask_gpu.{key} is {value!r}; it must be one of {', '.join(map(repr, allowed))}"
         )
     return value
-
-
-def keys(key: str) -> list[str]:
-    """A setting of chunk keys: a list, or one key; empty when unset."""
-    value = _value(key, "keys")
-    return [] if value is None else [value] if isinstance(value, str) else [str(k) for k in value]
 
 
 def cpu_threads() -> int:

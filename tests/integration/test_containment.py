@@ -1,16 +1,14 @@
 """Containment of CUDA faults (issue #27, point 3): the task whose batch faulted raises DeviceFaultError
 naming its chunks, the other tasks of the poisoned process wait for its restart, and the worker is
-restarted by its nanny while the scheduler recomputes what it held. The fault comes from the test-only
-hook ``testing-fault-keys``: simulated on the CPU, a real sticky CUDA fault on the GPU."""
+restarted by its nanny while the scheduler recomputes what it held. The fault comes from
+``zarr_dask_gpu.testing.faults``: simulated on the CPU, a real sticky CUDA fault on the GPU."""
 
-import os
 import pickle
 import subprocess
 import sys
 import threading
 import time
 
-import dask
 import numpy as np
 import pytest
 import zarr
@@ -21,6 +19,7 @@ from zarr_dask_gpu.distributed import containment
 from zarr_dask_gpu.distributed.cluster import connect, local_cluster
 from zarr_dask_gpu.errors import DeviceFaultError, ZarrGpuError
 from zarr_dask_gpu.task import read_region
+from zarr_dask_gpu.testing.faults import FaultPlugin, faulting
 
 from ..helpers import sample
 
@@ -140,12 +139,12 @@ def test_without_a_healer_an_innocent_task_raises_at_once():
     assert "no worker plugin restarts this process" in e.reason and e.sticky
 
 
-def test_the_hook_faults_its_block_and_a_later_read_waits(tmp_path, monkeypatch):
-    """In this process, on the synchronous scheduler: the hook's block raises (simulated on the CPU),
+def test_a_faulting_block_errs_and_a_later_read_waits(tmp_path, monkeypatch):
+    """In this process, on the synchronous scheduler: the faulting block raises (simulated on the CPU),
     other blocks read fine before it; once poisoned, a read task waits instead of erring."""
     ref, bad = _arrays(tmp_path)
     x = from_zarr_gpu(tmp_path / "b.zarr", chunks=CHUNKS, device="cpu")
-    with dask.config.set({"zarr_dask_gpu.testing-fault-keys": [bad]}):
+    with faulting([bad]):
         np.testing.assert_array_equal(x[: 4 * BAD].compute(scheduler="sync"), ref[: 4 * BAD] + 1)
         assert not containment.poisoned()
         with pytest.raises(DeviceFaultError, match=rf"chunks 'c/{BAD}/0' of .*b\.zarr: cudaError") as e:
@@ -216,9 +215,9 @@ def test_a_fault_errs_its_block_alone_and_the_nanny_restarts_its_worker(tmp_path
     key and only it; its worker is restarted (one new address, two workers again); the blocks it held
     of a persisted array are recomputed; the damaged task is not retried, so the other worker stays."""
     ref, bad = _arrays(tmp_path)
-    with dask.config.set({"zarr_dask_gpu.testing-fault-keys": [bad]}):  # each nanny passes it to its
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-    with cluster, connect(cluster) as client:  # process (Nanny.config), the restarted one too
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster, connect(cluster) as client:
+        client.register_plugin(FaultPlugin([bad]))  # the scheduler sets it up in a restarted worker too
         before = _workers(client)
         assert len(before) == 2
         x = from_zarr_gpu(tmp_path / "a.zarr", chunks=CHUNKS, device="cpu").persist()
@@ -257,13 +256,13 @@ def test_without_a_nanny_the_faulted_worker_exits(tmp_path):
         LocalCluster(n_workers=0, processes=True, dashboard_address=None) as cluster,
         connect(cluster) as client,
     ):
-        env = {**os.environ, "DASK_ZARR_DASK_GPU__TESTING_FAULT_KEYS": repr([bad])}
         cli = [sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address]
         worker = subprocess.Popen(
-            [*cli, "--nthreads", "1", "--no-nanny", "--no-dashboard", "--host", "127.0.0.1"], env=env
+            [*cli, "--nthreads", "1", "--no-nanny", "--no-dashboard", "--host", "127.0.0.1"]
         )
         try:
             client.wait_for_workers(1, timeout=30)
+            client.register_plugin(FaultPlugin([bad]))
             y = from_zarr_gpu(tmp_path / "b.zarr", chunks=CHUNKS, device="cpu")
             with pytest.raises(DeviceFaultError, match=f"'c/{BAD}/0'"):
                 client.compute(y).result(timeout=30)
@@ -276,15 +275,15 @@ def test_without_a_nanny_the_faulted_worker_exits(tmp_path):
 
 @pytest.mark.gpu
 def test_a_real_cuda_fault_restarts_the_cuda_worker_with_a_fresh_context(tmp_path):
-    """LocalCUDACluster of one worker; the hook's kernel writes through a null device pointer (a real,
+    """LocalCUDACluster of one worker; the fault's kernel writes through a null device pointer (a real,
     sticky cudaErrorIllegalAddress): the block raises DeviceFaultError naming its key, the nanny
     restarts the worker, and reads afterwards are right (a fresh CUDA context)."""
     import cupy
 
     ref, bad = _arrays(tmp_path)
-    with dask.config.set({"zarr_dask_gpu.testing-fault-keys": [bad]}):  # the nanny passes it on
-        cluster = local_cluster("gpu", n_workers=1, threads_per_worker=1)
+    cluster = local_cluster("gpu", n_workers=1, threads_per_worker=1)
     with cluster, connect(cluster) as client:
+        client.register_plugin(FaultPlugin([bad]))
         before = _workers(client)
         x = from_zarr_gpu(tmp_path / "a.zarr", chunks=CHUNKS, device="gpu").persist()
         wait(x, timeout=60)

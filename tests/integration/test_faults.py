@@ -15,7 +15,7 @@ import zarr
 from distributed import Client, wait
 
 import zarr_dask_gpu.storage.readers as zio
-from zarr_dask_gpu import BlockMemoryError, from_zarr_gpu
+from zarr_dask_gpu import BlockMemoryError, _preads, from_zarr_gpu
 from zarr_dask_gpu.storage.units import Range
 
 from ..helpers import host, sample
@@ -32,7 +32,7 @@ def _flaky_open(monkeypatch, failures):
             return calls["n"] <= failures
         return False
 
-    real_open, real_batch = os.open, zio.read_files
+    real_open, real_batch = os.open, _preads.read
 
     def flaky(path, *args, **kwargs):
         if fails(path):
@@ -46,7 +46,7 @@ def _flaky_open(monkeypatch, failures):
                 errors[k] = errno.EIO
 
     monkeypatch.setattr(zio.os, "open", flaky)
-    monkeypatch.setattr(zio, "read_files", flaky_batch)
+    monkeypatch.setattr(_preads, "read", flaky_batch)
     return calls
 
 

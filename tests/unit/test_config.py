@@ -13,7 +13,6 @@ def test_every_default_reads_through_its_kinds_accessor():
         "int": lambda k, s: config.maybe_integer(k) if s.optional else config.integer(k),
         "bool": lambda k, s: config.flag(k),
         "choice": lambda k, s: config.choice(k),
-        "keys": lambda k, s: config.keys(k),
     }
     for key, setting in config.SETTINGS.items():
         read[setting.kind](key, setting)
@@ -30,8 +29,6 @@ def test_every_default_reads_through_its_kinds_accessor():
         ("io-retry-delay", 1, 1.0),
         ("read-slots", "3", 3),
         ("verify-checksums", False, False),
-        ("testing-fault-keys", "c/0", ["c/0"]),
-        ("testing-fault-keys", ["c/0", "c/1"], ["c/0", "c/1"]),
     ],
 )
 def test_accessors_parse_their_kind(key, value, expected):
@@ -41,7 +38,6 @@ def test_accessors_parse_their_kind(key, value, expected):
         "duration": config.maybe_seconds if config.SETTINGS[key].optional else config.seconds,
         "int": config.integer,
         "bool": config.flag,
-        "keys": config.keys,
     }[kind]
     with dask.config.set({f"zarr_dask_gpu.{key}": value}):
         assert get(key) == expected
@@ -88,7 +84,7 @@ def test_every_key_the_package_reads_is_a_setting():
     from pathlib import Path
 
     accessors = {"get", "nbytes", "maybe_nbytes", "seconds", "maybe_seconds", "integer", "maybe_integer"}
-    accessors |= {"flag", "choice", "keys"}
+    accessors |= {"flag", "choice"}
     read = set()
     for path in (Path(config.__file__).parent).rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

@@ -17,7 +17,7 @@ The first task to see a sticky error is taken for the one whose batch faulted: w
 threads, the error may surface in another thread's task first, which then errs in its place (the faulting
 task is then rescheduled and faults again on the fresh worker, where it is found).
 
-``testing-fault-keys`` is a test-only hook that injects a fault where a backend decodes chunks.
+``testing/faults.py`` makes faults on demand for the tests of all this.
 """
 
 import logging
@@ -26,7 +26,6 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from .. import config
 from ..errors import DeviceFaultError
 
 logger = logging.getLogger(__name__)
@@ -48,7 +47,6 @@ STICKY: dict[int, tuple[str, str]] = {
     999: ("cudaErrorUnknown", "CUDA_ERROR_UNKNOWN"),  # a context in an unknown state is not trusted
 }
 _STICKY_NAME = re.compile(r"\b(?:" + "|".join(n for names in STICKY.values() for n in names) + r")\b")
-SIMULATED = "cudaErrorIllegalAddress: an illegal memory access was encountered (simulated by the test hook)"
 
 RESTART_WAIT = 60.0
 """Seconds an innocent task of a poisoned process waits for the restart before it raises."""
@@ -139,25 +137,6 @@ def _wait(store: str, keys: tuple[str, ...]) -> DeviceFaultError:
     return DeviceFaultError(
         store, keys, f"the CUDA context was lost to an earlier fault ({first}); {why}", sticky=True
     )
-
-
-def injected(parts: Iterable[tuple[Any, ...]]) -> bool:
-    """Test-only: a chunk of the batch ``(info, pieces, ...)`` is named in ``testing-fault-keys``
-    (its key, or ``<array path>/<key>``). Unset, this costs one configuration lookup."""
-    wanted = set(config.keys("testing-fault-keys"))
-    if not wanted:
-        return False
-    return any(
-        key in wanted or f"{info.location}/{key}" in wanted
-        for info, pieces, *_ in parts
-        for key in (info.chunk_key(p.coords) for p in pieces)
-    )
-
-
-def simulated_fault(parts: Iterable[tuple[Any, ...]]) -> DeviceFaultError:
-    """Test-only, for the CPU backend: the error the GPU path raises for the hook's real fault (a
-    sticky ``cudaErrorIllegalAddress``), with the same containment; no CUDA is involved."""
-    return fault(parts, SIMULATED, sticky=True)
 
 
 def reset() -> None:

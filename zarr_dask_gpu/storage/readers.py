@@ -141,9 +141,6 @@ def _host_empty(n: int) -> np.ndarray:
     return np.empty(n, dtype=np.uint8)
 
 
-read_files = _preads.read  # a module attribute, so that fault-injection tests can wrap it
-
-
 def pread_all(buf: np.ndarray, plan: Layout) -> None:
     """The plan's reads into host memory ``buf``, in one native batch without the GIL (Python's
     open/pread/close per file cost more than reads of small chunks: docs/decisions/local-reads.md). A read
@@ -152,7 +149,7 @@ def pread_all(buf: np.ndarray, plan: Layout) -> None:
     if not reads:
         return
     errors = np.zeros(len(reads), dtype=np.int32)
-    read_files(
+    _preads.read(
         buf,
         [rd.path for rd in reads],
         np.array([rd.offset for rd in reads], dtype=np.int64),

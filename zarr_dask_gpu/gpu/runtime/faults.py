@@ -1,16 +1,13 @@
 """CUDA errors of a task's device work, raised as ``DeviceFaultError`` naming the chunks of its batch
-(``containment`` decides who errs and who waits for the worker's restart); and the test hook's real
-fault (``testing-fault-keys``)."""
+(``containment`` decides who errs and who waits for the worker's restart)."""
 
 import contextlib
-import functools
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import cupy as cp
-import numpy as np
 from cupy_backends.cuda.api.driver import CUDADriverError
 from cupy_backends.cuda.api.runtime import CUDARuntimeError
 
@@ -51,12 +48,9 @@ def settled(stream: Callable[[], cp.cuda.Stream]) -> Iterator[cp.cuda.Stream]:
 @contextlib.contextmanager
 def batch(blocks: Sequence[tuple[Any, ...]]) -> Iterator[None]:
     """Held around a task's reads and decodes of ``blocks`` (``(info, pieces, out)``): CUDA errors name
-    their chunks, here and at the task's stream wait. With ``testing-fault-keys`` naming one of the
-    chunks, a real sticky fault first (``inject_fault``)."""
+    their chunks, here and at the task's stream wait."""
     _task.blocks = blocks
     with mapped():
-        if containment.injected(blocks):
-            inject_fault()
         yield
 
 
@@ -97,23 +91,3 @@ def _context_error() -> tuple[int | None, str]:
     except CUDA_ERRORS as e:
         return e.status, str(e)
     return None, ""
-
-
-_NULL_WRITE = r"""
-extern "C" __global__ void zarr_dask_gpu_fault(unsigned long long* p) { p[threadIdx.x] = 1; }
-"""
-
-
-@functools.cache
-def _fault_kernel() -> cp.RawKernel:
-    return cp.RawKernel(_NULL_WRITE, "zarr_dask_gpu_fault")
-
-
-def inject_fault() -> None:
-    """Test-only (``testing-fault-keys``): a kernel writes through a null device pointer on the current
-    stream, which is then waited for. This is a genuine sticky ``cudaErrorIllegalAddress`` (700): the
-    process's CUDA context is lost, and the wait raises cupy's ``CUDARuntimeError`` as a library's
-    faulting kernel would (and, as CUDA documents for sticky errors, every later call of the process,
-    an allocation or a stream sync, raises the same error)."""
-    _fault_kernel()((1,), (1,), (np.uint64(0),))
-    wait(cp.cuda.get_current_stream())
