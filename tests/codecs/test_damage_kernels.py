@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from zarr_dask_gpu.gpu.kernels import shared
+
 from .test_kernels_c import _asan, build_kernels
 from .test_zstd_c import SOURCE
 
@@ -73,7 +75,9 @@ def test_the_corpus_stays_in_bounds_and_agrees(tmp_path):
     zs, k = tmp_path / "zs.so", tmp_path / "k.so"
     asan_flags = ["-g", "-fsanitize=address", "-fno-omit-frame-pointer"]
     flags = ["-O1", *asan_flags, "-shared", "-fPIC"]
-    subprocess.run(["cc", *flags, "-x", "c", "-o", str(zs), str(SOURCE)], check=True)
+    subprocess.run(
+        ["cc", *flags, *shared.flags("zstd.cu"), "-x", "c", "-o", str(zs), str(SOURCE)], check=True
+    )
     build_kernels(k, *asan_flags)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     code = SCRIPT.format(root=root, zs=str(zs), k=str(k))

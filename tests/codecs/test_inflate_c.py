@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from zarr_dask_gpu.gpu import kernels
+from zarr_dask_gpu.gpu.kernels import shared
 
 from .test_kernels_c import _asan
 
@@ -171,6 +172,7 @@ def _judge_all(tmp_path, sanitizer: str, lanes: int, mutations: int) -> dict[str
     source.write_text(LANES if lanes > 1 else f'#include "{SOURCE.name}"\n')
     flags = ["-O1", "-g", f"-fsanitize={sanitizer}", "-fno-omit-frame-pointer", "-shared", "-fPIC"]
     flags += [f"-DIF_LANES={lanes}"] if lanes > 1 else []
+    flags += shared.flags("inflate.cu")
     subprocess.run(["cc", *flags, "-I", str(kernels.CUDA), "-o", str(so), str(source)], check=True)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     code = SCRIPT.format(root=root, so=str(so), huff=HUFF, mutations=mutations, lanes=lanes)
@@ -213,7 +215,8 @@ def test_checksums_joined_from_slices_are_zlibs(tmp_path):
     import numpy as np
 
     so = tmp_path / "inflate.so"
-    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-x", "c", "-o", str(so), str(SOURCE)], check=True)
+    flags = ["-O1", "-shared", "-fPIC", *shared.flags("inflate.cu")]
+    subprocess.run(["cc", *flags, "-x", "c", "-o", str(so), str(SOURCE)], check=True)
     lib = ctypes.CDLL(str(so))
     for name in ("if_adler32", "if_adler32_join", "if_crc32", "if_crc32_join"):
         getattr(lib, name).restype = ctypes.c_uint32
@@ -232,18 +235,3 @@ def test_checksums_joined_from_slices_are_zlibs(tmp_path):
                 adler = a if adler is None else lib.if_adler32_join(adler, a, k)
                 crc = c if crc is None else lib.if_crc32_join(crc, c, k)
             assert (adler, crc) == (zlib.adler32(data.tobytes()), zlib.crc32(data.tobytes())), (n, lanes)
-
-
-def test_the_launch_matches_the_kernels_streams_a_block():
-    import ast
-    import re
-
-    defines = dict(re.findall(r"^#define (IF_WARPS) (\d+)", SOURCE.read_text(), re.M))
-    consts = {
-        node.targets[0].id: ast.literal_eval(node.value)
-        for node in ast.parse((kernels.CUDA.parent / "decoders" / "inflate.py").read_text()).body
-        if isinstance(node, ast.Assign)
-        and isinstance(node.targets[0], ast.Name)
-        and node.targets[0].id == "_WARPS"
-    }
-    assert consts["_WARPS"] == int(defines["IF_WARPS"])

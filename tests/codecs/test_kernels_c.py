@@ -8,6 +8,7 @@ same code as CUDA on the GPU machine.
 
 import ctypes
 import os
+import re
 import shutil
 import subprocess
 import zlib
@@ -338,3 +339,15 @@ def test_copy_ranges_item(lib):
     for s_, d_, n in zip(src, dst, size, strict=True):
         want[d_ : d_ + n] = buf[s_ : s_ + n]
     np.testing.assert_array_equal(out, want)
+
+
+def test_the_shared_constants_are_defined_by_the_launchers_alone():
+    """Each constant of ``gpu/kernels/shared.py`` is used by its source and defined there by no
+    ``#define``: the value the launcher reads is the one the kernels are compiled with."""
+    from zarr_dask_gpu.gpu.kernels import shared
+
+    for name, table in shared.TABLES.items():
+        text = (kernels.CUDA / name).read_text()
+        for key in table:
+            assert re.search(rf"\b{key}\b", text), (name, key)
+            assert not re.search(rf"^\s*#\s*define\s+{key}\b", text, re.M), (name, key)

@@ -6,10 +6,8 @@ Each copier runs here with its lanes or steps played one after another, the warp
 the last; the gpu-marked tests run the whole decoder on the device.
 """
 
-import ast
 import ctypes
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -19,17 +17,35 @@ import pytest
 from numcodecs import Zstd
 
 from zarr_dask_gpu.gpu import kernels
+from zarr_dask_gpu.gpu.kernels import shared
+from zarr_dask_gpu.gpu.kernels.shared import ZSTD
 
-COPIERS = {"frames": 0, "waves": 1, "warps": 2}  # ZS_BY_FRAME, ZS_BY_WAVES, ZS_BY_WARP (zstd_blocks.COPIERS)
+COPIERS = {"frames": ZSTD["ZS_BY_FRAME"], "waves": ZSTD["ZS_BY_WAVES"], "warps": ZSTD["ZS_BY_WARP"]}
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 
-OK, TRUNC, HEADER, CORRUPT, SIZE, UNSUPPORTED, OFFSET, DICT, CHECKSUM, TRAILING = range(10)
+OK, TRUNC, HEADER, CORRUPT, SIZE, UNSUPPORTED, OFFSET, DICT, CHECKSUM, TRAILING = (
+    ZSTD[f"ZS_{k}"]
+    for k in [
+        "OK",
+        "TRUNC",
+        "HEADER",
+        "CORRUPT",
+        "SIZE",
+        "UNSUPPORTED",
+        "OFFSET",
+        "DICT",
+        "CHECKSUM",
+        "TRAILING",
+    ]
+)
 SOURCE = kernels.CUDA / "zstd.cu"  # includes common.cuh beside it
 
 
-def _build(out, *flags: str) -> None:
-    cmd = ["cc", "-O1", "-g", "-shared", "-fPIC", *flags, "-x", "c", "-o", str(out), str(SOURCE)]
+def _build(out, *flags: str, overrides: dict[str, int] | None = None) -> None:
+    """zstd.cu as C, with the constants it shares with its launcher (``overrides`` in their place)."""
+    defines = shared.flags("zstd.cu", overrides)
+    cmd = ["cc", "-O1", "-g", "-shared", "-fPIC", *flags, *defines, "-x", "c", "-o", str(out), str(SOURCE)]
     subprocess.run(cmd, check=True)
 
 
@@ -219,29 +235,6 @@ LEVELS = [-7, 1, 3, 9, 19, 22]
 EACH_COPIER = pytest.mark.parametrize("copier", list(COPIERS))
 
 
-def test_the_launchers_constants_are_the_sources():
-    """``zstd_blocks`` launches each kernel with the threads that ``zstd.cu``'s shared arrays are sized
-    by (a kernel indexes them by thread: more threads would write past them) and names the copiers
-    by its numbers. ``zstd_blocks`` imports cupy, so its constants are read from its text."""
-    defines = {k: int(v) for k, v in re.findall(r"^#define (ZS_\w+) (\d+)", SOURCE.read_text(), re.M)}
-    consts = {}
-    for node in ast.parse((kernels.CUDA.parent / "decoders" / "zstd_blocks.py").read_text()).body:
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            try:
-                consts[node.targets[0].id] = ast.literal_eval(node.value)
-            except ValueError:
-                continue
-    pairs = {"_STEP": "ZS_STEP", "_SEQ_THREADS": "ZS_SEQ_THREADS", "_LIT_THREADS": "ZS_LIT_THREADS"}
-    pairs |= {"_XXH_THREADS": "ZS_XXH_THREADS", "_WARPS": "ZS_WARPS", "_WAVES_MAX": "ZS_WAVES_MAX"}
-    assert {k: consts[k] for k in pairs} == {k: defines[v] for k, v in pairs.items()}
-    numbers = {
-        "frames": defines["ZS_BY_FRAME"],
-        "waves": defines["ZS_BY_WAVES"],
-        "warps": defines["ZS_BY_WARP"],
-    }
-    assert consts["COPIERS"] == COPIERS == numbers
-
-
 @EACH_COPIER
 @pytest.mark.parametrize("level", LEVELS)
 def test_decodes_what_libzstd_wrote(lib, level, copier):
@@ -260,7 +253,7 @@ def test_the_copier_past_its_deferred_list(tmp_path):
     """With room for four deferred bytes a step, the copier chases the rest where it finds them: the
     same bytes."""
     so = tmp_path / "zs4.so"
-    _build(so, "-DZS_DEFER=4")
+    _build(so, overrides={"ZS_DEFER": 4})
     small = ctypes.CDLL(str(so))
     frames, want = [], []
     for data in [*_kinds(300_000, seed=5).values(), _sample(2 << 20, seed=6)]:
@@ -275,7 +268,7 @@ def test_the_copiers_at_other_step_sizes(tmp_path, step):
     """Built with steps of 32 or 1,024 sequences (the thread block's size), the frame copier and the
     copier by waves give libzstd's bytes (the package builds 256 and 1,024: ``zstd_blocks.FRAME_STEPS``)."""
     so = tmp_path / f"zs{step}.so"
-    _build(so, f"-DZS_STEP={step}")
+    _build(so, overrides={"ZS_STEP": step})
     built = ctypes.CDLL(str(so))
     frames, want = [], []
     for data in [*_kinds(300_000, seed=7).values(), _sample(8 << 20, seed=8)]:
@@ -321,7 +314,7 @@ def test_the_copiers_side_by_side_and_past_the_waves_bound(lib, tmp_path):
     sizes = [len(w) for w in want]
     status, got = decode(lib, frames, sizes, copier=[list(COPIERS)[i % 3] for i in range(len(frames))])
     assert (status == OK).all() and got == want
-    _build(tmp_path / "zs2.so", "-DZS_WAVES_MAX=2")
+    _build(tmp_path / "zs2.so", overrides={"ZS_WAVES_MAX": 2})
     bounded = ctypes.CDLL(str(tmp_path / "zs2.so"))
     status, got = decode(bounded, frames, sizes, copier="waves")
     assert (status == OK).all() and got == want

@@ -34,7 +34,7 @@ def gpu_decode(
     decoder: str = "blocks",
     copier: str | None = None,
     step: str | None = None,
-    defines: str = "",
+    defines: dict[str, int] | None = None,
 ):
     """Each frame's output (None where it failed) and the failures, from one batched launch (the
     kernels' ``copier`` and frame copier's ``step`` forced where given, built with ``defines``)."""
@@ -51,7 +51,7 @@ def gpu_decode(
     out_at = np.cumsum([0, *[-(-e // 256) * 256 for e in expected]])
     out = cp.full(int(out_at[-1]) + 256, 0xAB, dtype=np.uint8)
     stream = cp.cuda.Stream(non_blocking=True)
-    build = zstd_blocks.Build(defines, copier, step)
+    build = zstd_blocks.Build(defines or {}, copier, step)
     with dask.config.set({"zarr_dask_gpu.zstd-decoder": decoder}), stream:
         done = decompress.launch(
             "zstd",
@@ -92,7 +92,7 @@ def test_the_copier_past_its_deferred_list():
     for data in [*_kinds(300_000, seed=5).values(), _sample(2 << 20, seed=6)]:
         frames.append(bytes(Zstd(3).encode(data)))
         want.append(data)
-    got, bad = gpu_decode(frames, [len(w) for w in want], copier="frames", defines="#define ZS_DEFER 4\n")
+    got, bad = gpu_decode(frames, [len(w) for w in want], copier="frames", defines={"ZS_DEFER": 4})
     assert not bad and got == want
 
 
@@ -158,7 +158,7 @@ def test_the_rule_picks_the_frame_copiers_step_by_the_batchs_chunks():
     long, short = zstd_blocks.FRAME_STEPS["long"], zstd_blocks.FRAME_STEPS["short"]
     assert zstd_blocks._long_step_launches(device)  # the long copier's registers allow 1024 threads
     assert [zstd_blocks._frame_step(k) for k in (1, sms, sms + 1, 4 * sms)] == [long, long, short, short]
-    assert zstd_blocks._frame_step(1, zstd_blocks.Build("#define ZS_STEP 512\n")) == 512
+    assert zstd_blocks._frame_step(1, zstd_blocks.Build({"ZS_STEP": 512})) == 512
     assert zstd_blocks._frame_step(1, zstd_blocks.Build(step="short")) == short
 
 

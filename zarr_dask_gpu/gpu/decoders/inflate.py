@@ -1,4 +1,4 @@
-"""This package's inflate kernel (``cuda/inflate.cu``), with ``deflate-decoder: kernels``: gzip and zlib
+"""This package's inflate kernel (``kernels/inflate.cu``), with ``deflate-decoder: kernels``: gzip and zlib
 chunks decoded on the device, a warp a stream. The kernel accepts a stream only where zlib (and
 Python's gzip reader) decode it to exactly the chunk's bytes; the streams it refuses are decoded by
 the reference library on the host (``fallback``), whose verdict is final."""
@@ -9,22 +9,23 @@ import cupy as cp
 import numpy as np
 
 from .. import kernels
+from ..kernels.shared import INFLATE
 from ..runtime import transfer
 from . import zstd_blocks
 
-WRAPPERS = {"zlib": 1, "gzip": 2}  # IF_ZLIB, IF_GZIP
-_WARPS = 4  # IF_WARPS of cuda/inflate.cu: streams a thread block, a warp each
+WRAPPERS = {"zlib": INFLATE["IF_ZLIB"], "gzip": INFLATE["IF_GZIP"]}
+_WARPS = INFLATE["IF_WARPS"]  # streams a thread block, a warp each
 
 
 class Decode(zstd_blocks.Decode):
     """One launched batch of streams (``zstd_blocks.Decode``'s report, with the inflate statuses)."""
 
-    reasons = {  # noqa: RUF012  # the kernel's statuses (IF_* in cuda/inflate.cu)
-        1: "inflate kernel: not Deflate as zlib reads it",
-        2: "inflate kernel: the stream is cut short",
-        3: "inflate kernel: decodes to more than the chunk's bytes",
-        4: "inflate kernel: decodes to fewer than the chunk's bytes",
-        5: "inflate kernel: checksum or length does not match",
+    reasons = {  # noqa: RUF012  # the kernel's statuses
+        INFLATE["IF_BAD"]: "inflate kernel: not Deflate as zlib reads it",
+        INFLATE["IF_TRUNCATED"]: "inflate kernel: the stream is cut short",
+        INFLATE["IF_OVERFLOW"]: "inflate kernel: decodes to more than the chunk's bytes",
+        INFLATE["IF_SHORT"]: "inflate kernel: decodes to fewer than the chunk's bytes",
+        INFLATE["IF_CHECK"]: "inflate kernel: checksum or length does not match",
     }
 
 

@@ -4,43 +4,44 @@ the frame walk checked. Chunks the kernels refuse or do not take go to ``fallbac
 host)."""
 
 import functools
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import cupy as cp
 import numpy as np
 
 from .. import kernels
+from ..kernels.shared import ZSTD
 from ..runtime import transfer
 from . import host_decode
 
-_RECORD = 176  # sizeof(zblock)
-_HUF, _FSE = 2048 * 2, 3 * 512 * 2  # bytes of a block's Huffman table and its three FSE tables
-REASONS = {  # the kernels' statuses; 5, a frame they do not take, has no reason of its own
-    1: "truncated zstd frame",
-    2: "not a zstd frame",
-    3: "corrupt zstd data",
-    4: "zstd frame decodes to a size other than the metadata's",
-    6: "a zstd match reaches before the frame's start",
-    7: "zstd frame needs a dictionary (none is configured)",
-    8: "zstd content checksum does not match",
-    9: "bytes after the last zstd frame that are no frame",
+_RECORD = ZSTD["ZS_RECORD"]  # a zstd block's record
+# bytes of a block's Huffman table and of its three FSE tables
+_HUF, _FSE = 2 << ZSTD["ZS_HUF_MAX_BITS"], 3 * 2 * ZSTD["ZS_FSE_ENTRIES"]
+REASONS = {  # the kernels' statuses; ZS_UNSUPPORTED, a frame they do not take, has no reason of its own
+    ZSTD["ZS_TRUNC"]: "truncated zstd frame",
+    ZSTD["ZS_HEADER"]: "not a zstd frame",
+    ZSTD["ZS_CORRUPT"]: "corrupt zstd data",
+    ZSTD["ZS_SIZE"]: "zstd frame decodes to a size other than the metadata's",
+    ZSTD["ZS_OFFSET"]: "a zstd match reaches before the frame's start",
+    ZSTD["ZS_DICT"]: "zstd frame needs a dictionary (none is configured)",
+    ZSTD["ZS_CHECKSUM"]: "zstd content checksum does not match",
+    ZSTD["ZS_TRAILING"]: "bytes after the last zstd frame that are no frame",
 }
 _THREADS = 128
-_STEP = 256  # ZS_STEP as zstd.cu defines it: the copiers' threads, one a sequence of a step
+_STEP = ZSTD["ZS_STEP"]  # the copiers' threads, one a sequence of a step
 # the frame copier's step (its thread block's threads, a sequence each between barriers): zstd.cu's,
 # or longer for batches of no more chunks than the device has SMs, each thread block then an SM's
 # only one: there the long step copies faster, while over more chunks the short step's six thread
 # blocks an SM copy faster (docs/decisions/zstd-copier.md)
 FRAME_STEPS = {"short": _STEP, "long": 1024}
-_XXH_THREADS = 128  # ZS_XXH_THREADS: four a frame
-_SEQ_THREADS = 8  # ZS_SEQ_THREADS: the sequences kernel's, a zstd block each with its tables in a room
-_LIT_THREADS = 32  # ZS_LIT_THREADS
+_XXH_THREADS, _SEQ_THREADS, _LIT_THREADS = (
+    ZSTD[k] for k in ("ZS_XXH_THREADS", "ZS_SEQ_THREADS", "ZS_LIT_THREADS")
+)
 _WAVES_PER_LOOK = 8  # waves of the copier by waves launched between reads of the matches left
-_WAVES_MAX = 256  # ZS_WAVES_MAX: then the matches left are copied in order
-_WARPS = 4  # ZS_WARPS: the warp copier's warps a thread block
-COPIERS = {"frames": 0, "waves": 1, "warps": 2}  # ZS_BY_FRAME, ZS_BY_WAVES, ZS_BY_WARP
+_WAVES_MAX = ZSTD["ZS_WAVES_MAX"]  # then the matches left are copied in order
+_WARPS = ZSTD["ZS_WARPS"]  # the warp copier's warps a thread block
+COPIERS = {"frames": ZSTD["ZS_BY_FRAME"], "waves": ZSTD["ZS_BY_WAVES"], "warps": ZSTD["ZS_BY_WARP"]}
 # the waves pay only where a frame in order is the tail: chunks this large, in a batch of no more
 # chunks than the GPU has SMs (a few huge chunks then copy several times faster); many small frames
 # copied by waves take longer than a thread block each (docs/decisions/zstd-copier.md)
@@ -57,12 +58,13 @@ _WARP_MAX_BYTES = 256 << 10
 
 @dataclass(frozen=True)
 class Build:
-    """The kernels that decode a batch: ``zstd.cu`` with ``defines`` (``#define`` lines before its
-    text: its ``#ifndef`` defaults give way to them), each chunk copied by ``copier`` and the frame
-    copier run at ``step`` (a name of ``FRAME_STEPS``) where given, else as the batch's rules choose.
-    The package decodes with ``Build()``; tests reach the copiers and bounds the rules seldom pick."""
+    """The kernels that decode a batch: ``zstd.cu`` with ``defines`` (names and values) in place of
+    or beside its shared constants' (``kernels/shared.py``), each chunk copied by ``copier`` and the
+    frame copier run at ``step`` (a name of ``FRAME_STEPS``) where given, else as the batch's rules
+    choose. The package decodes with ``Build()``; tests reach the copiers and bounds the rules seldom
+    pick."""
 
-    defines: str = ""
+    defines: Mapping[str, int] = field(default_factory=dict)
     copier: str | None = None
     step: str | None = None
 
@@ -74,16 +76,14 @@ class Build:
 
     @property
     def zs_step(self) -> int:
-        """``ZS_STEP`` of this build (the copier by waves' threads): its defines', else zstd.cu's."""
-        m = re.search(r"#define ZS_STEP (\d+)", self.defines)
-        return int(m.group(1)) if m else _STEP
+        """``ZS_STEP`` of this build (the copier by waves' threads): its defines', else the shared one."""
+        return self.defines.get("ZS_STEP", _STEP)
 
     def module(self, step: int) -> cp.RawModule:
         """The kernels, compiled at their first launch, with the frame copier's thread block of
-        ``step`` threads (the defines' own ``ZS_STEP`` kept)."""
-        return kernels.module(
-            "zstd.cu", self.defines + ("" if step == self.zs_step else f"#define ZS_STEP {step}\n")
-        )
+        ``step`` threads."""
+        overrides = {**self.defines, "ZS_STEP": step} if step != self.zs_step else self.defines
+        return kernels.module("zstd.cu", tuple(sorted(overrides.items())))
 
 
 DEFAULT = Build()

@@ -1,7 +1,8 @@
-"""The loader of this package's CUDA kernels: their sources are the files in ``gpu/kernels/``, compiled by
-cupy (NVRTC) at first use, one module a file.
+"""The loader of this package's CUDA kernels: their sources are the files beside it, compiled by cupy
+(NVRTC) at first use, one module a file, after the defines of the constants they share with their
+launchers (``shared.py``).
 
-``cuda/common.cuh`` holds what the sources share; each includes it. NVRTC could find it with ``-I``,
+``common.cuh`` holds what the sources share; each includes it. NVRTC could find it with ``-I``,
 but cupy's kernel cache is keyed on the code it is given (its own headers aside), so a header edit
 would reuse binaries built before it: ``source`` puts the text of every ``#include "..."`` of a file
 beside the source in its place, with ``#line`` marks so that compiler messages name the right file
@@ -19,6 +20,8 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import TYPE_CHECKING
 
+from . import shared
+
 if TYPE_CHECKING:
     import cupy as cp
 
@@ -27,8 +30,8 @@ _INCLUDE = re.compile(r'^#include "([^"]+)"[^\n]*$', re.MULTILINE)
 
 
 def source(name: str, folder: Traversable = CUDA) -> str:
-    """The text of ``<folder>/<name>`` (``cuda/<name>``) with each ``#include "file"`` replaced by the
-    text of that file beside it, itself expanded: the code NVRTC compiles."""
+    """The text of ``<folder>/<name>`` with each ``#include "file"`` replaced by the text of that
+    file beside it, itself expanded: the code NVRTC compiles."""
     text = (folder / name).read_text()
 
     def inline(m: re.Match[str]) -> str:
@@ -40,15 +43,17 @@ def source(name: str, folder: Traversable = CUDA) -> str:
 
 
 @functools.cache
-def module(name: str, defines: str = "") -> cp.RawModule:
-    """The compiled module of ``cuda/<name>`` (compiled at its first launch, then cached by cupy), with
-    ``defines`` (``#define`` lines) before its text: a source's ``#ifndef`` defaults give way to them."""
+def module(name: str, overrides: tuple[tuple[str, int], ...] = ()) -> cp.RawModule:
+    """The compiled module of ``<name>`` (compiled at its first launch, then cached by cupy): its
+    text after the ``#define`` lines of the constants it shares with its launcher (``shared.py``),
+    ``overrides`` (pairs of a name and its value) in their place or beside them."""
     import cupy as cp
 
-    return cp.RawModule(code=defines + source(name))
+    defines = shared.defines(name, dict(overrides))
+    return cp.RawModule(code=f'{defines}#line 1 "{name}"\n{source(name)}')
 
 
 @functools.cache
 def function(name: str, kernel: str) -> cp.RawKernel:
-    """The ``extern "C"`` kernel ``kernel`` of ``cuda/<name>``."""
+    """The ``extern "C"`` kernel ``kernel`` of ``<name>``."""
     return module(name).get_function(kernel)

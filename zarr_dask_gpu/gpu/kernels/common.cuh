@@ -16,7 +16,10 @@ typedef unsigned int u32;
 typedef long long i64;
 typedef unsigned long long u64;
 
-#ifndef __CUDACC__  // the host compiler, as C
+#ifdef __CUDACC__
+#define ZDG_STATIC_ASSERT(cond, why) static_assert(cond, why)
+#else  // the host compiler, as C
+#define ZDG_STATIC_ASSERT(cond, why) _Static_assert(cond, why)
 #include <stdbool.h>
 #define __device__
 #define __forceinline__ static inline

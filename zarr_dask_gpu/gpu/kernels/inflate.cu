@@ -16,16 +16,12 @@
 
 #include "common.cuh"
 
-#define IF_OK 0
-#define IF_BAD 1       // not Deflate as zlib reads it
-#define IF_TRUNCATED 2 // the stream ends inside a block, a header or a trailer
-#define IF_OVERFLOW 3  // it decodes to more than the chunk's bytes
-#define IF_SHORT 4     // it decodes to fewer
-#define IF_CHECK 5     // Adler-32, CRC-32 or ISIZE does not match
+// The statuses (IF_OK ... IF_CHECK), the wrappers (IF_RAW, IF_ZLIB, IF_GZIP) and IF_WARPS are defined by
+// the compiler's caller, from gpu/kernels/shared.py: the launcher's own.
+#if !defined(IF_CHECK) || !defined(IF_GZIP) || !defined(IF_WARPS)
+#error "inflate.cu is compiled with the defines of gpu/kernels/shared.py (kernels.module, shared.flags)"
+#endif
 
-#define IF_RAW 0
-#define IF_ZLIB 1
-#define IF_GZIP 2
 
 #define IF_FAST 10  // bits of a Huffman table's direct lookup
 
@@ -428,7 +424,6 @@ __device__ int inflate_item(const u8* src, i64 n, u8* dst, i64 cap, int wrapper,
 }
 
 #ifdef __CUDACC__
-#define IF_WARPS 4  // streams a thread block
 
 // a warp a stream: item i from src[i] (src_sizes[i] bytes) into exactly dst_sizes[i] bytes at dst[i]
 extern "C" __global__ void __launch_bounds__(32 * IF_WARPS)

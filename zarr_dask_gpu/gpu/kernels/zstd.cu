@@ -25,22 +25,16 @@
 #define ZD static
 #endif
 
-#define ZS_OK 0
-#define ZS_TRUNC 1
-#define ZS_HEADER 2
-#define ZS_CORRUPT 3
-#define ZS_SIZE 4
-#define ZS_UNSUPPORTED 5
-#define ZS_OFFSET 6
-#define ZS_DICT 7
-#define ZS_CHECKSUM 8
-#define ZS_TRAILING 9
+// The statuses (ZS_OK ... ZS_TRAILING), the copiers (ZS_BY_*), the thread blocks' threads (ZS_STEP,
+// ZS_WARPS, ZS_*_THREADS), ZS_WAVES_MAX and the scratch's sizes (ZS_RECORD, ZS_HUF_MAX_BITS,
+// ZS_FSE_ENTRIES) are defined by the compiler's caller, from gpu/kernels/shared.py: the launcher's own.
+#if !defined(ZS_TRAILING) || !defined(ZS_BY_WARP) || !defined(ZS_STEP) || !defined(ZS_RECORD)
+#error "zstd.cu is compiled with the defines of gpu/kernels/shared.py (kernels.module, shared.flags)"
+#endif
 
 #define ZS_BLOCK_MAX 131072
 #define ZS_MAX_OFFSET_CODE 26  // offsets < 2^27 fit a sequence's 28-bit offset field (bit 27: symbolic)
-#define ZS_HUF_MAX_BITS 11
 #define ZS_HUF_ENTRIES (1 << ZS_HUF_MAX_BITS)
-#define ZS_FSE_ENTRIES 512  // accuracy log 9 at most
 #define ZS_SYMBOLIC (1u << 27)  // a repeat offset known only relative to the block's incoming history
 
 typedef struct {
@@ -62,7 +56,7 @@ typedef struct {
     int bmax;     // the most bytes it may decode to
     int window;   // its frame's window: the farthest a match may reach back (at most 2^31 - 1)
 } zblock;
-typedef char zblock_is_176_bytes[(sizeof(zblock) == 176) ? 1 : -1];
+ZDG_STATIC_ASSERT(sizeof(zblock) == ZS_RECORD, "zblock is ZS_RECORD bytes, as the launcher lays it out");
 #define ZS_FIRST 1    // the first block of its frame
 #define ZS_LAST 2     // the last block of its frame
 #define ZS_CHECKED 4  // ... of a frame with a content checksum (in xxh)
@@ -913,18 +907,12 @@ ZD void zs_place_item(i64 c, const i64* base, const i64* counts, zblock* blocks,
     if (at != expected[c]) zs_fail(status + c, ZS_SIZE);
 }
 
-// ---- copying: a thread block a frame, 256 sequences a step ---------------------------------------------------
+// ---- copying: a thread block a frame, ZS_STEP sequences a step ---------------------------------------------------
 // Most of a large chunk's output bytes may come, through chains of matches, from earlier zstd blocks (the
 // window is 2 MiB), so a frame is copied in order. Within a step no byte waits for another: each byte's
 // value is found through the step's table of sequences (a literal, or a byte written before the step),
 // so the step's bytes are written in any order, by any thread.
 
-#ifndef ZS_STEP
-#define ZS_STEP 256  // a multiple of 32, at most 1024 (zstd_blocks.Build makes others)
-#endif
-#define ZS_BY_FRAME 0  // a chunk's copier: this one, by waves (below) or a warp a frame (below)
-#define ZS_BY_WAVES 1
-#define ZS_BY_WARP 2
 #ifndef ZS_DEFER
 #define ZS_DEFER 2048  // room for a step's bytes whose source lies inside it (the tests build smaller)
 #endif
@@ -1129,7 +1117,6 @@ ZD void zs_put_seq(u8* out, const u8* lit, int ll, int ml, int off, int lane, in
 }
 
 #ifdef __CUDACC__
-#define ZS_WARPS 4  // warps of a thread block of zs_copy_warps
 
 __device__ void zs_copy_warp_frame(i64 c, const i64* base, const i64* counts, const u8* const* src,
                                    const zblock* blocks, const u8* lits, const u64* seqs, u8* const* dst,
@@ -1189,7 +1176,6 @@ __device__ void zs_copy_warp_frame(i64 c, const i64* base, const i64* counts, co
 #define ZS_P3 1609587929392839161ull
 #define ZS_P4 9650029242287828579ull
 #define ZS_P5 2870177450012600261ull
-#define ZS_XXH_THREADS 128
 
 ZD u64 zs_rotl(u64 x, int r) { return (x << r) | (x >> (64 - r)); }
 ZD u64 zs_xround(u64 acc, u64 in) { return zs_rotl(acc + in * ZS_P2, 31) * ZS_P1; }
@@ -1436,7 +1422,6 @@ __global__ void zs_tables(i64 n, const u64* src, zblock* blocks, u16* huf, u16* 
 // Four threads a zstd block (its literal streams), ZS_LIT_THREADS a thread block: each four first copy
 // their block's Huffman table into shared memory (4 KiB at most), as the sequences' threads do their
 // FSE tables: a batch's tables in global memory outgrow the L2 cache.
-#define ZS_LIT_THREADS 32
 __global__ void __launch_bounds__(ZS_LIT_THREADS)
 zs_literals(i64 n, const u64* src, const zblock* blocks, const u16* huf, u8* lits, int* status) {
     __shared__ u16 rooms[ZS_LIT_THREADS / 4][ZS_HUF_ENTRIES];
@@ -1454,7 +1439,6 @@ zs_literals(i64 n, const u64* src, const zblock* blocks, const u16* huf, u8* lit
 
 // ZS_SEQ_THREADS threads a thread block: their rooms (20 KiB) leave room for ten per SM (80 threads), spread
 // over the schedulers
-#define ZS_SEQ_THREADS 8
 __global__ void zs_sequences(i64 n, const u64* src, zblock* blocks, const u16* fse, u64* seqs, int* status) {
     __shared__ zlengths lengths;
     __shared__ u16 rooms[ZS_SEQ_THREADS][ZS_SEQ_ROOM];
@@ -1622,9 +1606,6 @@ __global__ void zs_finish(i64 n, const i64* base, const i64* counts, const zbloc
 }}
 #else
 
-#ifndef ZS_WAVES_MAX
-#define ZS_WAVES_MAX 256  // zstd_blocks._WAVES_MAX (the tests build fewer)
-#endif
 
 // The whole decode of n frames on the host, in the GPU's order of steps (tests only): each chunk by the
 // copier `copier` names (ZS_BY_FRAME, ZS_BY_WAVES or ZS_BY_WARP; all by frame where it is null).
