@@ -17,7 +17,7 @@ import numpy as np
 from . import config
 from .codecs.cpu import decode_chunk
 from .metadata import ArrayInfo
-from .plan import ChunkPiece
+from .plan import BlockRequest, ChunkPiece
 from .storage.readers import host_reader
 from .storage.units import locate
 
@@ -34,16 +34,13 @@ class Backend(Protocol):
         """Held while a task decodes and assembles (the GPU backend's CUDA stream)."""
         ...
 
-    def decode_many(
-        self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], Callable[[], Any]]]
-    ) -> list[tuple[Any, list[bool]]]:
-        """Make each block ``(info, pieces, make_out)`` with ``make_out()`` (the C-order block, of this
-        backend's array module: the caller decides what memory it is) and put each stored chunk's part
-        into it, for blocks of one array or several at once: a backend may batch their reads and
-        decodes together, and decode a chunk straight into the block where it lies whole and
-        contiguous there (``plan.direct_offsets``). A backend calls ``make_out`` once, when it is
-        ready to fill the block: the GPU one after the block's chunks are read, so that tasks waiting
-        to read hold no block.
+    def decode_many(self, blocks: Sequence[BlockRequest]) -> list[tuple[Any, list[bool]]]:
+        """Make each block with its ``make()`` (the C-order block, of this backend's array module: the
+        caller decides what memory it is) and put each stored chunk's part into it, for blocks of one
+        array or several at once: a backend may batch their reads and decodes together, and decode a
+        chunk straight into the block where it lies whole and contiguous there
+        (``plan.direct_offsets``). A backend calls ``make`` once, when it is ready to fill the block:
+        the GPU one after the block's chunks are read, so that tasks waiting to read hold no block.
 
         Returns
         -------
@@ -77,12 +74,10 @@ class CpuBackend:
         ranges = locate(info, [p.coords for p in pieces])
         return host_decoded(info, pieces, ranges, put, parallel=True)
 
-    def decode_many(
-        self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], Callable[[], np.ndarray]]]
-    ) -> list[tuple[np.ndarray, list[bool]]]:
+    def decode_many(self, blocks: Sequence[BlockRequest]) -> list[tuple[np.ndarray, list[bool]]]:
         done = []
-        for info, pieces, make_out in blocks:  # each block's chunks are already parallel
-            out = make_out()
+        for info, pieces, make in blocks:  # each block's chunks are already parallel
+            out = make()
             done.append((out, self._decode(info, pieces, out)))
         return done
 

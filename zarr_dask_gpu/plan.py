@@ -2,7 +2,8 @@
 
 import itertools
 import math
-from typing import NamedTuple, cast
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 from dask.array.core import normalize_chunks
@@ -10,6 +11,7 @@ from dask.utils import parse_bytes
 
 from . import config
 from .errors import MetadataError
+from .metadata import ArrayInfo
 
 
 class ChunkPiece(NamedTuple):  # a tuple: a task of small chunks makes thousands
@@ -28,6 +30,25 @@ class ChunkPiece(NamedTuple):  # a tuple: a task of small chunks makes thousands
     coords: tuple[int, ...]
     chunk_sel: tuple[slice, ...]
     block_sel: tuple[slice, ...]
+
+
+class BlockRequest(NamedTuple):
+    """One block that a task asks its backend for (``Backend.decode_many``).
+
+    Attributes
+    ----------
+    info
+        Its array.
+    pieces
+        The stored chunks it needs, and where each part lands.
+    make
+        Makes the empty C-order block, of the backend's array module; a backend calls it once, when
+        it is ready to fill the block.
+    """
+
+    info: ArrayInfo
+    pieces: Sequence[ChunkPiece]
+    make: Callable[[], Any]
 
 
 def block_pieces(start: tuple[int, ...], stop: tuple[int, ...], chunks: tuple[int, ...]) -> list[ChunkPiece]:

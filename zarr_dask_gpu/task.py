@@ -13,7 +13,7 @@ from .device import Device
 from .distributed import containment
 from .errors import BlockMemoryError, MissingChunkError, StoreError
 from .metadata import ArrayInfo
-from .plan import block_pieces
+from .plan import BlockRequest, block_pieces
 
 
 @functools.cache
@@ -77,7 +77,7 @@ def _read_regions(
             for (info, _, _), shape in zip(boxes, shapes, strict=True)
         ]
         wanted = [k for k, ps in enumerate(pieces) if ps]
-        done = backend.decode_many([(boxes[k][0], pieces[k], make[k]) for k in wanted])
+        done = backend.decode_many([BlockRequest(boxes[k][0], pieces[k], make[k]) for k in wanted])
         outs = dict(zip(wanted, (out for out, _ in done), strict=True))
         with phases.record("assemble"):
             for k, (out, present) in zip(wanted, done, strict=True):

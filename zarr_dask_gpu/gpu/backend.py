@@ -17,7 +17,7 @@ from ..backends import host_block
 from ..codecs import compressions
 from ..codecs.compressions import Decoder
 from ..metadata import ArrayInfo
-from ..plan import ChunkPiece, decode_calls, read_groups
+from ..plan import BlockRequest, ChunkPiece, decode_calls, read_groups
 from ..storage.readers import Staged, host_reader
 from ..storage.units import Range, Source, locate
 from .batch import ALIGN, Batch, expected_bytes
@@ -57,10 +57,8 @@ class GpuBackend:
         finally:
             _held.buffers = []
 
-    def decode_many(
-        self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], Callable[[], cp.ndarray]]]
-    ) -> list[tuple[cp.ndarray, list[bool]]]:
-        """Each block ``(info, pieces, make_out)`` made once its chunks are read, each stored chunk's
+    def decode_many(self, blocks: Sequence[BlockRequest]) -> list[tuple[cp.ndarray, list[bool]]]:
+        """Each block made once its chunks are read, each stored chunk's
         part put into it, and per piece whether its chunk is stored (``Backend.decode_many``). The
         local chunks of all blocks are read in one batch of preads, and their chunks of one
         compression checked and decoded in one batch (``load_state_dict`` reads many tensors in one
@@ -72,23 +70,21 @@ class GpuBackend:
         with faults.batch(blocks), joined.member():
             return self._decode_many(blocks)
 
-    def _decode_many(
-        self, blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], Callable[[], cp.ndarray]]]
-    ) -> list[tuple[cp.ndarray, list[bool]]]:
+    def _decode_many(self, blocks: Sequence[BlockRequest]) -> list[tuple[cp.ndarray, list[bool]]]:
         results: list[tuple[cp.ndarray, list[bool]] | None] = [None] * len(blocks)
         staged: dict[int, Staged] = {}
         # by header bytes to skip and the store fetching what is not in local files: one batch each
         local: dict[tuple[int, int], list[int]] = {}
-        for k, (info, pieces, make_out) in enumerate(blocks):
+        for k, (info, pieces, make) in enumerate(blocks):
             chain = info.chain.gpu
             if chain is None:  # a chain the GPU cannot decode: zarr-python on the host, then copied
-                out = make_out()
+                out = make()
                 results[k] = (out, _on_host(info, pieces, out))
                 continue
             row = compressions.get(chain.compression)
             host = compressions.on_host(row, expected_bytes(info, chain))
             if host and decompress.decoder(row.name) != Decoder.KERNELS:  # the rest of the chain here
-                results[k] = _decoded_on_host(info, pieces, make_out)
+                results[k] = _decoded_on_host(info, pieces, make)
                 continue
             skip = row.skip
             reader = remote.device_reader(info)  # the store's choice: local files are batched
@@ -100,11 +96,13 @@ class GpuBackend:
         for (skip, _), ks in local.items():
 
             def make(ks: list[int] = ks) -> None:
-                made.update((k, blocks[k][2]()) for k in ks)
+                made.update((k, blocks[k].make()) for k in ks)
 
             staged.update(zip(ks, self._read_local([blocks[k] for k in ks], skip, make), strict=True))
         batches = {
-            k: Batch.of(blocks[k][0], blocks[k][1], made[k] if k in made else blocks[k][2](), staged[k])
+            k: Batch.of(
+                blocks[k].info, blocks[k].pieces, made[k] if k in made else blocks[k].make(), staged[k]
+            )
             for k in sorted(staged)
         }
         merged: dict[tuple[str, int], list[Batch]] = {}  # one decode batch per compression and buffer
@@ -124,7 +122,7 @@ class GpuBackend:
 
     def _read_local(
         self,
-        blocks: Sequence[tuple[ArrayInfo, Sequence[ChunkPiece], object]],
+        blocks: Sequence[BlockRequest],
         skip: int,
         meanwhile: Callable[[], None],
     ) -> list[Staged]:
@@ -134,14 +132,14 @@ class GpuBackend:
         store places some of them elsewhere than in local files (Icechunk's inline chunks, say), the
         batch goes the host's way."""
         with read_slot():
-            ranges = [_locate(info, pieces) for info, pieces, _ in blocks]
+            ranges = [_locate(b.info, b.pieces) for b in blocks]
             flat = [r for rs in ranges for r in rs]
             with phases.record("read", chunks=len(flat)):
                 if all(r is None or r.source is Source.FILE for r in flat):
                     staged = self._reader.read(flat, skip=skip, align=ALIGN, meanwhile=meanwhile)
                 else:
                     meanwhile()
-                    staged = _by_host(blocks[0][0], flat, skip)
+                    staged = _by_host(blocks[0].info, flat, skip)
         getattr(_held, "buffers", []).append(staged.buffer)
         out, at = [], 0
         for rs in ranges:
@@ -292,7 +290,7 @@ def _by_host(info: ArrayInfo, ranges: Sequence[Range | None], skip: int) -> Stag
 
 
 def _decoded_on_host(
-    info: ArrayInfo, pieces: Sequence[ChunkPiece], make_out: Callable[[], cp.ndarray]
+    info: ArrayInfo, pieces: Sequence[ChunkPiece], make: Callable[[], cp.ndarray]
 ) -> tuple[cp.ndarray, list[bool]]:
     """A block of chunks the host decodes (``compressions.on_host``), made once its first are read;
     per piece, whether its chunk is stored. Its chunks are read by the store's host reader into
@@ -312,7 +310,7 @@ def _decoded_on_host(
             with read_slot(), phases.record("read", chunks=len(group)):
                 staged = host_reader(info, empty=_pinned).read([ranges[i] for i in group])
             held.append(staged.buffer)
-            out = make_out() if out is None else out
+            out = make() if out is None else out
             b = Batch.of(info, [pieces[i] for i in group], out, staged)
             started.append((group, b, host_decode.start(b, staged.buffer) if len(b.present) else None))
         with phases.record("decode", chunks=len(pieces)):
@@ -325,7 +323,7 @@ def _decoded_on_host(
         for _, _, decoding in started:
             if decoding is not None:
                 decoding.settle()
-    return make_out() if out is None else out, stored
+    return make() if out is None else out, stored
 
 
 _HOST_GROUP = 32 << 20  # stored bytes a group of a host-decoded block reads before its decode starts

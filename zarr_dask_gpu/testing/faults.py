@@ -19,6 +19,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from .. import backends
 from ..distributed import containment
+from ..plan import BlockRequest
 
 SIMULATED = "cudaErrorIllegalAddress: an illegal memory access was encountered (simulated)"
 
@@ -27,8 +28,8 @@ extern "C" __global__ void zarr_dask_gpu_fault(unsigned long long* p) { p[thread
 """
 
 
-def named(blocks: Sequence[tuple[Any, ...]], keys: frozenset[str]) -> bool:
-    """Whether a chunk of the batch ``(info, pieces, ...)`` is named in ``keys``."""
+def named(blocks: Sequence[BlockRequest], keys: frozenset[str]) -> bool:
+    """Whether a chunk of the batch is named in ``keys``."""
     return any(
         key in keys or f"{info.location}/{key}" in keys
         for info, pieces, *_ in blocks
@@ -67,7 +68,7 @@ class FaultPlugin(WorkerPlugin):
 def _install(keys: frozenset[str]) -> Callable[[], None]:
     cpu = backends.CpuBackend.decode_many
 
-    def decode_many(self: backends.CpuBackend, blocks: Sequence[tuple[Any, ...]]) -> Any:
+    def decode_many(self: backends.CpuBackend, blocks: Sequence[BlockRequest]) -> Any:
         if named(blocks, keys):
             raise containment.fault(blocks, SIMULATED, sticky=True)
         return cpu(self, blocks)
@@ -93,7 +94,7 @@ def _install_gpu(keys: frozenset[str]) -> Callable[[], None]:
     batch = faults.batch
 
     @contextlib.contextmanager
-    def faulting_batch(blocks: Sequence[tuple[Any, ...]]) -> Iterator[None]:
+    def faulting_batch(blocks: Sequence[BlockRequest]) -> Iterator[None]:
         with batch(blocks):
             if named(blocks, keys):
                 _fault_kernel()((1,), (1,), (np.uint64(0),))

@@ -5,7 +5,6 @@ import contextlib
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 
 import cupy as cp
 from cupy_backends.cuda.api.driver import CUDADriverError
@@ -14,6 +13,7 @@ from cupy_backends.cuda.api.runtime import CUDARuntimeError
 from ... import phases
 from ...distributed import containment
 from ...errors import ChunkDecodeError, DeviceFaultError
+from ...plan import BlockRequest
 from .sync import wait
 
 CUDA_ERRORS = (CUDARuntimeError, CUDADriverError)
@@ -46,8 +46,8 @@ def settled(stream: Callable[[], cp.cuda.Stream]) -> Iterator[cp.cuda.Stream]:
 
 
 @contextlib.contextmanager
-def batch(blocks: Sequence[tuple[Any, ...]]) -> Iterator[None]:
-    """Held around a task's reads and decodes of ``blocks`` (``(info, pieces, out)``): CUDA errors name
+def batch(blocks: Sequence[BlockRequest]) -> Iterator[None]:
+    """Held around a task's reads and decodes of ``blocks``: CUDA errors name
     their chunks, here and at the task's stream wait."""
     _task.blocks = blocks
     with mapped():
@@ -80,7 +80,7 @@ def mapped() -> Iterator[None]:
         raise
 
 
-def _blocks() -> Sequence[tuple[Any, ...]]:
+def _blocks() -> Sequence[BlockRequest]:
     return getattr(_task, "blocks", ())
 
 
