@@ -233,8 +233,8 @@ class GpuBackend:
         dst = bases[which] + out_offsets.astype(np.uint64)
         todo = np.arange(len(offsets))
         skip = 0
-        decoder = decompress.decoder(kind)
-        if decoder == Decoder.NVCOMP:
+        decoder = decompress.item_decoder(kind)
+        if not decoder.hardened:  # nvCOMP: only what a device walk proved sound
             with phases.record("check", chunks=len(offsets)):
                 bad = validate.check_batch(buffer, offsets, sizes, kind, out_sizes)
             if bad:
@@ -245,14 +245,14 @@ class GpuBackend:
             skip = compressions.get(kind).skip
         if not len(todo):
             return []
-        if decoder == Decoder.NVCOMP:  # nvCOMP wants aligned inputs; the kernels and the host read any
+        if not decoder.hardened:  # nvCOMP wants aligned inputs; the kernels and the host read any
             payload, payload_offsets = aligned(buffer, offsets[todo] + skip, sizes[todo] - skip, ALIGN)
         else:
             payload, payload_offsets = buffer, offsets[todo]
         with phases.record("decode", chunks=len(todo)):
             got = self._nvcomp(kind, payload, payload_offsets, sizes[todo] - skip, dst[todo], out_sizes[todo])
         bad = [(int(todo[j]), why) for j, why in got]
-        if decoder != Decoder.NVCOMP:  # the kernels' and the host's failures are the reference's already
+        if decoder.hardened:  # the kernels' and the host's failures are the reference's already
             return bad
         return _rescue(kind, buffer, offsets, sizes, dst, out_sizes, bad)
 

@@ -11,6 +11,7 @@ import ctypes
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import cupy as cp
 import numpy as np
@@ -91,40 +92,6 @@ class Decode:
         return sorted(bad)
 
 
-def launch(
-    compression: str,
-    src: np.ndarray,
-    src_sizes: np.ndarray,
-    dst: np.ndarray,
-    dst_sizes: np.ndarray,
-    stream: cp.cuda.Stream,
-    zstd: zstd_blocks.Build = zstd_blocks.DEFAULT,
-) -> "Decode | zstd_blocks.Decode | inflate.Decode | host_decode.Decoded":
-    """Decode chunk ``i`` (``src_sizes[i]`` bytes at device address ``src[i]``) into ``dst_sizes[i]``
-    bytes at device address ``dst[i]``, in one batch on ``stream`` (the current stream), by the decoder
-    ``decoder(compression)`` names: zstd by this package's kernels (the chunks they refuse or leave
-    by libzstd on the host; ``zstd`` says which kernels), gzip and zlib by zlib on the host, lz4 by
-    nvCOMP."""
-    dst_sizes = np.asarray(dst_sizes)
-    which = decoder(compression)
-    if which == Decoder.KERNELS:
-
-        def on_host(which: np.ndarray) -> list[tuple[int, str]]:
-            done = host_decode.decode(
-                compression, src[which], src_sizes[which], dst[which], dst_sizes[which], stream
-            )
-            return [(int(which[j]), why) for j, why in done.failures()]
-
-        if compression in inflate.WRAPPERS:
-            return inflate.launch(compression, src, src_sizes, dst, dst_sizes, stream, on_host)
-        return zstd_blocks.launch(
-            src, src_sizes, dst, dst_sizes, stream, on_host, config.flag("verify-checksums"), zstd
-        )
-    if which == Decoder.HOST:
-        return host_decode.decode(compression, src, src_sizes, dst, dst_sizes, stream)
-    return nvcomp(compression, src, src_sizes, dst, dst_sizes, stream)
-
-
 def decoder(compression: str) -> Decoder:
     """Who decodes ``compression`` (its row's ``decoder``: nvCOMP 6.0
     is not hardened against damaged frames, so it gets only what a device walk has proven sound,
@@ -174,6 +141,113 @@ def nvcomp(
         done.failed_to_start = [(i, f"nvCOMP did not start the decode (status {s})") for i in range(n)]
     done.held = (tables, pinned, temp)
     return done
+
+
+class Launched(Protocol):
+    """A batch of items launched on a stream, as every decoder returns it."""
+
+    def failures(self) -> list[tuple[int, str]]:
+        """The items not decoded to their size, as (index, reason); call once the stream has passed
+        the launch."""
+        ...
+
+
+class Launch(Protocol):
+    """A decoder's launch: item ``i`` (``src_sizes[i]`` bytes at device address ``src[i]``) into
+    exactly ``dst_sizes[i]`` bytes at device address ``dst[i]``, in one batch on ``stream`` (the
+    current stream)."""
+
+    def __call__(
+        self,
+        compression: str,
+        src: np.ndarray,
+        src_sizes: np.ndarray,
+        dst: np.ndarray,
+        dst_sizes: np.ndarray,
+        stream: cp.cuda.Stream,
+    ) -> Launched: ...
+
+
+@dataclass(frozen=True)
+class ItemDecoder:
+    """A decoder of whole compressed items on the GPU path, and what the backend owes it.
+
+    Attributes
+    ----------
+    launch
+        Its batched launch.
+    hardened
+        Bounded on any bytes, and its failures are the reference library's verdict (it hands what it
+        refuses to the host itself). A decoder that is not (nvCOMP) gets only items a device walk has
+        proven sound (``validate``), their payloads aligned, and what it refuses is judged after.
+    """
+
+    launch: Launch
+    hardened: bool
+
+
+def on_host(
+    compression: str,
+    src: np.ndarray,
+    src_sizes: np.ndarray,
+    dst: np.ndarray,
+    dst_sizes: np.ndarray,
+    stream: cp.cuda.Stream,
+) -> Callable[[np.ndarray], list[tuple[int, str]]]:
+    """The reference library's verdict on items ``which`` of a batch (decoded in place where it
+    can), as (index, reason) of those it cannot decode: the kernels' fallback."""
+
+    def judge(which: np.ndarray) -> list[tuple[int, str]]:
+        done = host_decode.decode(
+            compression, src[which], src_sizes[which], dst[which], dst_sizes[which], stream
+        )
+        return [(int(which[j]), why) for j, why in done.failures()]
+
+    return judge
+
+
+def _kernels(
+    compression: str,
+    src: np.ndarray,
+    src_sizes: np.ndarray,
+    dst: np.ndarray,
+    dst_sizes: np.ndarray,
+    stream: cp.cuda.Stream,
+) -> Launched:
+    """This package's kernels: zstd by zstd block, gzip and zlib by the inflate kernel; the items they
+    refuse or do not take by the reference library on the host."""
+    fallback = on_host(compression, src, src_sizes, dst, dst_sizes, stream)
+    if compression in inflate.WRAPPERS:
+        return inflate.launch(compression, src, src_sizes, dst, dst_sizes, stream, fallback)
+    return zstd_blocks.launch(
+        src, src_sizes, dst, dst_sizes, stream, fallback, config.flag("verify-checksums")
+    )
+
+
+DECODERS: dict[Decoder, ItemDecoder] = {  # the decoders of whole items; blosc's frames are the backend's
+    Decoder.KERNELS: ItemDecoder(_kernels, hardened=True),
+    Decoder.HOST: ItemDecoder(host_decode.decode, hardened=True),
+    Decoder.NVCOMP: ItemDecoder(nvcomp, hardened=False),
+}
+
+
+def item_decoder(compression: str) -> ItemDecoder:
+    """The decoder of ``compression``'s items (``decoder``'s choice)."""
+    return DECODERS[decoder(compression)]
+
+
+def launch(
+    compression: str,
+    src: np.ndarray,
+    src_sizes: np.ndarray,
+    dst: np.ndarray,
+    dst_sizes: np.ndarray,
+    stream: cp.cuda.Stream,
+) -> Launched:
+    """Decode item ``i`` (``src_sizes[i]`` bytes at device address ``src[i]``) into ``dst_sizes[i]``
+    bytes at device address ``dst[i]``, in one batch on ``stream`` (the current stream), by the
+    decoder ``decoder(compression)`` names."""
+    return item_decoder(compression).launch(compression, src, src_sizes, dst, np.asarray(dst_sizes), stream)
 
 
 @dataclass
