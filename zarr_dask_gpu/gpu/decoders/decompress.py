@@ -1,4 +1,6 @@
-"""Batched decompression through nvCOMP's C API (libnvcomp, through ctypes).
+"""The GPU path's decoders of whole items in one table (``DECODERS``: this package's kernels, the
+reference library on the host, nvCOMP), the ``*-decoder`` settings applied in one place
+(``decoder``), and nvCOMP's batched C API (libnvcomp, through ctypes).
 
 nvCOMP's Python ``Codec`` sizes its scratch from the chunk sizes alone and keeps it for its next
 call, per thread; the C API's query reads the compressed data and asks about half as much
