@@ -12,10 +12,11 @@ pytestmark = pytest.mark.gpu
 @pytest.mark.parametrize("window", [3, 64, 200])
 def test_the_reader_reads_past_its_window_and_names_a_short_file(tmp_path, monkeypatch, window):
     """kvikio's reads past the window of open files (each waiting for the oldest in flight) land
-    where the layout puts them, byte for byte, and the caller's ``meanwhile`` runs once, whether the
-    reads fill one window or many; a file shorter than its range fails after its retries,
-    naming it (kvikio's own error names no file), a file gone since it was located raises
-    FileNotFoundError naming it, and every file the reader opened is closed."""
+    where the layout puts them, byte for byte, whether the reads fill one window or many (``submit``
+    returns with the first window under way, ``result`` finishes them); a file shorter than its range
+    fails after its retries, naming it (kvikio's own error names no file), a file gone since it was
+    located raises FileNotFoundError naming it, and every file the reader opened is closed, reads left
+    pending by a caller's error too."""
     import cupy as cp
     import dask
 
@@ -36,9 +37,8 @@ def test_the_reader_reads_past_its_window_and_names_a_short_file(tmp_path, monke
     # kvikio's reads however small (not the host's preads), one retry
     settings = {"host-read-below": 0, "io-retries": 1, "io-retry-delay": 0.001}
     with dask.config.set({f"zarr_dask_gpu.{k}": v for k, v in settings.items()}):
-        calls: list[int] = []
-        staged = reader.KvikioReader().read(ranges, align=16, meanwhile=lambda: calls.append(1))
-        assert calls == [1]
+        with reader.KvikioReader().submit(ranges, align=16) as pending:
+            staged = pending.result()
         fds = len(os.listdir("/proc/self/fd"))  # after a first read: kvikio opens its own on first use
         got = cp.asnumpy(staged.buffer)
         for r, at, n in zip(ranges, staged.offsets, staged.sizes, strict=True):
@@ -48,6 +48,8 @@ def test_the_reader_reads_past_its_window_and_names_a_short_file(tmp_path, monke
             assert got[at : at + n].tobytes() == (tmp_path / os.path.basename(r.path)).read_bytes()[3:]
         with pytest.raises(OSError, match=why):
             reader.KvikioReader().read(short)
+        with pytest.raises(MemoryError), reader.KvikioReader().submit(ranges, align=16):
+            raise MemoryError  # the caller's work between submit and result failed: no read outlives it
         os.unlink(ranges[120].path)  # gone since it was located
         with pytest.raises(FileNotFoundError, match=os.path.basename(ranges[120].path)):
             reader.KvikioReader().read(ranges)

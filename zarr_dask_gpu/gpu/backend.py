@@ -94,11 +94,8 @@ class GpuBackend:
                 staged[k] = self._read_remote(info, pieces, skip, reader)
         made: dict[int, cp.ndarray] = {}  # local blocks, made while their reads are in flight
         for (skip, _), ks in local.items():
-
-            def make(ks: list[int] = ks) -> None:
-                made.update((k, blocks[k].make()) for k in ks)
-
-            staged.update(zip(ks, self._read_local([blocks[k] for k in ks], skip, make), strict=True))
+            for k, (out, st) in zip(ks, self._read_local([blocks[k] for k in ks], skip), strict=True):
+                made[k], staged[k] = out, st
         batches = {
             k: Batch.of(
                 blocks[k].info, blocks[k].pieces, made[k] if k in made else blocks[k].make(), staged[k]
@@ -120,31 +117,29 @@ class GpuBackend:
             results[k] = (b.out, b.assemble())
         return results  # type: ignore[return-value]  # every block has its result now
 
-    def _read_local(
-        self,
-        blocks: Sequence[BlockRequest],
-        skip: int,
-        meanwhile: Callable[[], None],
-    ) -> list[Staged]:
-        """Local blocks' chunks in one batch of preads, ``meanwhile`` called once they are under way;
-        located inside the read slot, so that this IO, too, runs in at most ``read-slots`` tasks at
-        once (over many small files, their stats are much of the IO: docs/decisions/local-reads.md). Where a
-        store places some of them elsewhere than in local files (Icechunk's inline chunks, say), the
-        batch goes the host's way."""
+    def _read_local(self, blocks: Sequence[BlockRequest], skip: int) -> list[tuple[cp.ndarray, Staged]]:
+        """Local blocks' chunks in one batch of preads, and the blocks, made once the reads are under
+        way (``KvikioReader.submit``) so that their allocation overlaps them. The chunks are located
+        inside the read slot, so that this IO, too, runs in at most ``read-slots`` tasks at once
+        (over many small files, their stats are much of the IO: docs/decisions/local-reads.md). Where
+        a store places some of them elsewhere than in local files (Icechunk's inline chunks, say),
+        the batch goes the host's way."""
         with read_slot():
             ranges = [_locate(b.info, b.pieces) for b in blocks]
             flat = [r for rs in ranges for r in rs]
             with phases.record("read", chunks=len(flat)):
                 if all(r is None or r.source is Source.FILE for r in flat):
-                    staged = self._reader.read(flat, skip=skip, align=ALIGN, meanwhile=meanwhile)
+                    with self._reader.submit(flat, skip=skip, align=ALIGN) as pending:
+                        made = [b.make() for b in blocks]
+                        staged = pending.result()
                 else:
-                    meanwhile()
+                    made = [b.make() for b in blocks]
                     staged = _by_host(blocks[0].info, flat, skip)
         getattr(_held, "buffers", []).append(staged.buffer)
         out, at = [], 0
-        for rs in ranges:
+        for block, rs in zip(made, ranges, strict=True):
             n = len(rs)
-            out.append(Staged(staged.buffer, staged.offsets[at : at + n], staged.sizes[at : at + n]))
+            out.append((block, Staged(staged.buffer, staged.offsets[at : at + n], staged.sizes[at : at + n])))
             at += n
         return out
 

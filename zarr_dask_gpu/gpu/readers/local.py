@@ -3,7 +3,7 @@
 import contextlib
 import errno
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 import cupy as cp
@@ -28,16 +28,15 @@ class KvikioReader:
     host memory. ``staging`` says where the buffer the kernels read lives: device memory (pinned host
     reads then go there in one copy), or pinned host memory that kernels read over the bus."""
 
-    def read(
-        self,
-        ranges: Sequence[Range | None],
-        skip: int = 0,
-        align: int = 1,
-        meanwhile: Callable[[], None] | None = None,
-    ) -> Staged:
-        """``ChunkReader.read``; ``meanwhile`` is called once the reads are under way, so that the
-        caller's allocations (a task's blocks, from an emptied pool: docs/decisions/allocation.md)
-        overlap them."""
+    def read(self, ranges: Sequence[Range | None], skip: int = 0, align: int = 1) -> Staged:
+        """``ChunkReader.read``."""
+        with self.submit(ranges, skip, align) as pending:
+            return pending.result()
+
+    def submit(self, ranges: Sequence[Range | None], skip: int = 0, align: int = 1) -> "PendingRead":
+        """The reads of ``read`` put under way: the first window of them queued on kvikio's pool
+        (small reads: none yet), so that the caller's work until ``result()`` (a task's blocks made
+        from an emptied pool: docs/decisions/allocation.md) overlaps them."""
         plan = layout(ranges, skip, align)
         on_host = config.choice("staging") == "host"
         small = plan.reads and plan.total < len(plan.reads) * config.nbytes("host-read-below")
@@ -45,29 +44,62 @@ class KvikioReader:
             buf = cupyx.empty_pinned(max(plan.total, 1), dtype=np.uint8)
         else:
             buf = cp.empty(max(plan.total, 1), dtype=np.uint8)
-        if small:
-            if meanwhile is not None:
-                meanwhile()
-            pread_all(buf, plan)
-        else:
-            _read_all(plan.reads, plan.starts, buf, meanwhile)
-        if isinstance(buf, np.ndarray):
-            buf = mapped(buf) if on_host else upload(buf)
-        return Staged(buf, plan.offsets, plan.sizes)
+
+        def steps() -> Generator[None, None, None]:  # yields once the reads are under way
+            if small:
+                yield
+                pread_all(buf, plan)
+            else:
+                yield from _read_all(plan.reads, plan.starts, buf)
+            out = buf
+            if isinstance(out, np.ndarray):
+                out = mapped(out) if on_host else upload(out)
+            done.append(Staged(out, plan.offsets, plan.sizes))
+
+        done: list[Staged] = []
+        return PendingRead(steps(), done)
 
 
-def _read_all(
-    reads: Sequence[Read], starts: Sequence[int], buf: Any, meanwhile: Callable[[], None] | None = None
-) -> None:
+class PendingRead:
+    """Reads under way into a staging buffer (``KvikioReader.submit``), as kvikio's own futures are:
+    ``result()`` finishes them and returns what they staged. Used as a context manager, it lets no
+    read outlive it: on leaving, reads still in flight finish and their files close, whatever the
+    caller raised."""
+
+    def __init__(self, steps: Generator[None, None, None], done: list[Staged]) -> None:
+        self._steps, self._done = steps, done
+        next(self._steps)  # the reads put under way
+
+    def result(self) -> Staged:
+        """The staged chunks, once every read has landed (a read that failed tried again).
+
+        Raises
+        ------
+        OSError
+            A read failed after its retries; FileNotFoundError where a file vanished.
+        """
+        if not self._done:
+            for _ in self._steps:
+                pass
+        return self._done[0]
+
+    def __enter__(self) -> "PendingRead":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._steps.close()  # reads in flight land, files close (``in_flight``)
+
+
+def _read_all(reads: Sequence[Read], starts: Sequence[int], buf: Any) -> Generator[None, None, None]:
     """Every read on kvikio's pool, at most ``_WINDOW`` files open: past the first ``_WINDOW`` reads,
     each waits for the oldest in flight, so the pool keeps ``_WINDOW`` queued rather than draining at
-    the end of each window; ``meanwhile`` runs once the first window is queued. A read that fails is
-    tried again alone under the retry settings."""
+    the end of each window. Yields once, when the first window is queued. A read that fails is tried
+    again alone under the retry settings."""
     views = [buf[s : s + rd.size] for rd, s in zip(reads, starts, strict=True)]
     with in_flight() as (files, futures):
         for k, rd in enumerate(reads):
-            if k == _WINDOW and meanwhile is not None:
-                meanwhile()
+            if k == _WINDOW:
+                yield
             if k >= _WINDOW:
                 _settle(files, futures, reads, views, k - _WINDOW)
             try:
@@ -80,8 +112,8 @@ def _read_all(
                 retrying(rd.path, functools.partial(_read_one, rd, views[k]), failed=e)
                 continue
             futures.append(files[k].pread(views[k], rd.size, rd.offset))
-        if len(reads) <= _WINDOW and meanwhile is not None:
-            meanwhile()
+        if len(reads) <= _WINDOW:
+            yield
         for k in range(max(len(reads) - _WINDOW, 0), len(reads)):
             _settle(files, futures, reads, views, k)
 
