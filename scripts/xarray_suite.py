@@ -1,6 +1,6 @@
 """xarray's own zarr backend tests, read through this package's engine: run them as xarray ships them
 (``engine="zarr"``) and with every read switched to ``engine="zarr_gpu"`` (tests/xarray_suite/
-distributed/plugin.py), and fail if a test that passes with ``engine="zarr"`` does not pass with ``zarr_gpu``,
+plugin.py), and fail if a test that passes with ``engine="zarr"`` does not pass with ``zarr_gpu``,
 unless the plugin records it as a difference by design (a strict xfail).
 
 Usage: python scripts/xarray_suite.py [--keep DIR] [pytest args]   (run from the repository's root)

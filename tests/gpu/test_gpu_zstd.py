@@ -40,6 +40,7 @@ def gpu_decode(
     kernels' ``copier`` and frame copier's ``step`` forced where given, built with ``defines``)."""
     import cupy as cp
 
+    from zarr_dask_gpu import config
     from zarr_dask_gpu.gpu.decoders import decompress, zstd_blocks
     from zarr_dask_gpu.gpu.runtime.sync import wait
 
@@ -61,7 +62,7 @@ def gpu_decode(
     with dask.config.set({"zarr_dask_gpu.zstd-decoder": decoder}), stream:
         if decoder == "blocks":  # the kernels of ``build``, libzstd on the host judging what they refuse
             judge = decompress.on_host("zstd", *items, stream)
-            done = zstd_blocks.launch(*items, stream, judge, True, build)
+            done = zstd_blocks.launch(*items, stream, judge, config.flag("verify-checksums"), build)
         else:
             done = decompress.launch("zstd", *items, stream)
         wait(stream)
@@ -162,6 +163,9 @@ def test_the_rule_picks_the_frame_copiers_step_by_the_batchs_chunks():
     assert [zstd_blocks._frame_step(k) for k in (1, sms, sms + 1, 4 * sms)] == [long, long, short, short]
     assert zstd_blocks._frame_step(1, zstd_blocks.Build({"ZS_STEP": 512})) == 512
     assert zstd_blocks._frame_step(1, zstd_blocks.Build(step="short")) == short
+    assert zstd_blocks._frame_step(1, zstd_blocks.Build({"ZS_DEFER": 4})) == short  # a build's own step
+    with pytest.raises(ValueError, match="ZS_WARPS"):  # the launches are sized by the shared table
+        zstd_blocks.Build({"ZS_WARPS": 8})
 
 
 @KERNELS

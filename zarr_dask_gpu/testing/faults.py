@@ -85,10 +85,13 @@ def _install(keys: frozenset[str]) -> Callable[[], None]:
 
 def _install_gpu(keys: frozenset[str]) -> Callable[[], None]:
     """Around the GPU backend's reads and decodes of a batch (``faults.batch``, where its CUDA errors
-    are mapped to the batch's chunks), the null write on the task's stream first: the task's next
-    wait raises the sticky error, as a decoder's would."""
+    are mapped to the batch's chunks), the null write on the task's stream first, waited for: the
+    wait raises the sticky error inside the batch, as a faulting decoder's would."""
     try:
+        import cupy as cp
+
         from ..gpu.runtime import faults
+        from ..gpu.runtime.sync import wait
     except ImportError:  # no GPU libraries: the CPU backend only
         return lambda: None
     batch = faults.batch
@@ -96,8 +99,9 @@ def _install_gpu(keys: frozenset[str]) -> Callable[[], None]:
     @contextlib.contextmanager
     def faulting_batch(blocks: Sequence[BlockRequest]) -> Iterator[None]:
         with batch(blocks):
-            if named(blocks, keys):
+            if named(blocks, keys):  # the error is raised here, in the faulting batch, and mapped
                 _fault_kernel()((1,), (1,), (np.uint64(0),))
+                wait(cp.cuda.get_current_stream())
             yield
 
     faults.batch = faulting_batch

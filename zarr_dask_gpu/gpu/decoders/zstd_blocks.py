@@ -58,8 +58,9 @@ _WARP_MAX_BYTES = 256 << 10
 
 @dataclass(frozen=True)
 class Build:
-    """The kernels that decode a batch: ``zstd.cu`` with ``defines`` (names and values) in place of
-    or beside its shared constants' (``kernels/shared.py``), each chunk copied by ``copier`` and the
+    """The kernels that decode a batch: ``zstd.cu`` with ``defines`` (names and values: its own
+    bounds such as ``ZS_DEFER``, and of the constants it shares with this launcher only ``ZS_STEP``,
+    the copiers' thread block, which the launches follow), each chunk copied by ``copier`` and the
     frame copier run at ``step`` (a name of ``FRAME_STEPS``) where given, else as the batch's rules
     choose. The package decodes with ``Build()``; tests reach the copiers and bounds the rules seldom
     pick."""
@@ -73,6 +74,8 @@ class Build:
             raise ValueError(f"copier must be one of {sorted(COPIERS)}, got {self.copier!r}")
         if self.step is not None and self.step not in FRAME_STEPS:
             raise ValueError(f"step must be one of {sorted(FRAME_STEPS)}, got {self.step!r}")
+        if fixed := sorted(set(self.defines) & set(ZSTD) - {"ZS_STEP"}):  # the launches are sized by them
+            raise ValueError(f"{fixed} are the launcher's (kernels/shared.py): a build may not change them")
 
     @property
     def zs_step(self) -> int:
@@ -231,9 +234,10 @@ def _copiers(per_frame: np.ndarray, decoded: np.ndarray, copier: str | None = No
 
 def _frame_step(n: int, build: Build = DEFAULT) -> int:
     """The frame copier's step for a batch of ``n`` chunks (its grid: a thread block each, those of
-    other copiers leaving at once): the ``ZS_STEP`` that ``build`` defines, else its ``step``, else
-    the long step for no more chunks than SMs where its kernel launches that many threads."""
-    if "ZS_STEP" in build.defines:
+    other copiers leaving at once): a build with defines of its own keeps its ``ZS_STEP``; else the
+    build's ``step``, else the long step for no more chunks than SMs where its kernel launches that
+    many threads."""
+    if build.defines:  # a build of its own: its copiers' thread blocks are its ZS_STEP
         return build.zs_step
     if build.step is not None:
         return FRAME_STEPS[build.step]
