@@ -2,11 +2,16 @@
 
 import functools
 import importlib
-from typing import Literal
+from enum import StrEnum
 
 from .errors import DeviceUnavailableError
 
-Device = Literal["gpu", "cpu"]
+
+class Device(StrEnum):
+    """Where a read's blocks live: cupy arrays on the GPU, numpy arrays on the CPU."""
+
+    GPU = "gpu"
+    CPU = "cpu"
 
 
 @functools.cache
@@ -43,7 +48,7 @@ def resolve_device(device: str) -> Device:
     if not isinstance(device, str):
         raise TypeError(f"device must be 'auto', 'gpu' or 'cpu', not {device!r}")
     if device == "auto":
-        return "gpu" if gpu_available() else "cpu"
+        return Device.GPU if gpu_available() else Device.CPU
     if device == "gpu":
         why = missing_gpu()
         if why:
@@ -51,7 +56,7 @@ def resolve_device(device: str) -> Device:
                 f"device='gpu' cannot run here: {why}; install the gpu extra "
                 '(pip install "zarr-dask-gpu[gpu]") or read on the CPU (device="cpu", --device cpu)'
             )
-        return "gpu"
+        return Device.GPU
     if device == "cpu":
-        return "cpu"
+        return Device.CPU
     raise ValueError(f"device must be 'auto', 'gpu' or 'cpu', not {device!r}")

@@ -25,31 +25,48 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-NAMES = {
-    "plan": "a task's chunks: which overlap its block, and the part of each it takes (task.py)",
-    "task": "a task's device work, from its stream's set-up to the end of its wait (GPU)",
-    "locate": "where its chunks are stored: a stat per chunk file, or the shard indexes read",
-    "read": "its chunks' bytes into the staging buffer (kvikio or host preads; remote reads)",
-    "check": "the structure check of the chunks bound for nvCOMP (a kernel and a read-back)",
-    "frames": "blosc frames' headers checked and block tables walked into inner streams (kernels and "
-    "read-backs)",
-    "decode": "a task's decode of one compression: its calls (joined or not) and their waits",
-    "decode-call": "one decode of one or more tasks' batches joined (nvCOMP or the package's kernels)",
-    "assemble": "the decoded chunks copied into the block, missing ones filled (task.py; on the GPU the "
-    "copies' launches: they run before the task's wait ends)",
-    "wait": "the wait for the task's stream at its end (GPU)",
+
+class Phase(StrEnum):
+    """A phase of a read task; its value is the ``Span``'s name (``NAMES`` says what each covers)."""
+
+    PLAN = "plan"
+    TASK = "task"
+    LOCATE = "locate"
+    READ = "read"
+    CHECK = "check"
+    FRAMES = "frames"
+    DECODE = "decode"
+    DECODE_CALL = "decode-call"
+    ASSEMBLE = "assemble"
+    WAIT = "wait"
+
+
+NAMES: dict[Phase, str] = {
+    Phase.PLAN: "a task's chunks: which overlap its block, and the part of each it takes (task.py)",
+    Phase.TASK: "a task's device work, from its stream's set-up to the end of its wait (GPU)",
+    Phase.LOCATE: "where its chunks are stored: a stat per chunk file, or the shard indexes read",
+    Phase.READ: "its chunks' bytes into the staging buffer (kvikio or host preads; remote reads)",
+    Phase.CHECK: "the structure check of the chunks bound for nvCOMP (a kernel and a read-back)",
+    Phase.FRAMES: "blosc frames' headers checked and block tables walked into inner streams (kernels "
+    "and read-backs)",
+    Phase.DECODE: "a task's decode of one compression: its calls (joined or not) and their waits",
+    Phase.DECODE_CALL: "one decode of one or more tasks' batches joined (nvCOMP or the package's kernels)",
+    Phase.ASSEMBLE: "the decoded chunks copied into the block, missing ones filled (task.py; on the GPU "
+    "the copies' launches: they run before the task's wait ends)",
+    Phase.WAIT: "the wait for the task's stream at its end (GPU)",
 }
 
 
 @dataclass(frozen=True)
 class Span:
-    """One phase as it ended: ``name`` (one of ``NAMES``), its ``time.perf_counter()`` bounds, the
+    """One phase as it ended: ``name`` (a ``Phase``), its ``time.perf_counter()`` bounds, the
     thread that ran it, whether it returned (``ok``: False when it raised) and what it covered
     (``detail``: ``chunks``, and ``tasks`` for a ``decode-call``)."""
 
-    name: str
+    name: Phase
     start: float
     end: float
     thread: int
@@ -72,7 +89,7 @@ class _Recording:
 
     __slots__ = ("detail", "listeners", "name", "start")
 
-    def __init__(self, name: str, detail: dict[str, int], listeners: tuple[Listener, ...]) -> None:
+    def __init__(self, name: Phase, detail: dict[str, int], listeners: tuple[Listener, ...]) -> None:
         self.name, self.detail, self.listeners = name, detail, listeners
 
     def __enter__(self) -> None:
@@ -86,8 +103,8 @@ class _Recording:
             listener(span)
 
 
-def record(name: str, **detail: int) -> contextlib.AbstractContextManager[None]:
-    """Held around a phase ``name`` (a key of ``NAMES``); ``detail`` says what it covers. A no-op
+def record(name: Phase, **detail: int) -> contextlib.AbstractContextManager[None]:
+    """Held around a phase ``name``; ``detail`` says what it covers. A no-op
     while nothing listens."""
     listeners = _listeners
     if not listeners:

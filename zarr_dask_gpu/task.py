@@ -13,6 +13,7 @@ from .device import Device
 from .distributed import containment
 from .errors import BlockMemoryError, MissingChunkError, StoreError
 from .metadata import ArrayInfo
+from .phases import Phase
 from .plan import BlockRequest, block_pieces
 
 
@@ -63,7 +64,7 @@ def read_regions(
 def _read_regions(
     boxes: Sequence[tuple[ArrayInfo, tuple[int, ...], tuple[int, ...]]], device: Device, strict: bool
 ) -> list[Any]:
-    with phases.record("plan"):
+    with phases.record(Phase.PLAN):
         pieces = [block_pieces(start, stop, info.chunks) for info, start, stop in boxes]
     if containment.poisoned():  # an earlier task's sticky CUDA fault: wait for the worker's restart
         raise containment.innocent(zip([info for info, _, _ in boxes], pieces, strict=True))
@@ -79,7 +80,7 @@ def _read_regions(
         wanted = [k for k, ps in enumerate(pieces) if ps]
         done = backend.decode_many([BlockRequest(boxes[k][0], pieces[k], make[k]) for k in wanted])
         outs = dict(zip(wanted, (out for out, _ in done), strict=True))
-        with phases.record("assemble"):
+        with phases.record(Phase.ASSEMBLE):
             for k, (out, present) in zip(wanted, done, strict=True):
                 _fill_missing(boxes[k][0], pieces[k], present, out, strict)
             for k in set(range(len(boxes))) - set(wanted):  # an empty box

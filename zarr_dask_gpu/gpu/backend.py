@@ -17,8 +17,10 @@ from ..backends import host_block
 from ..codecs import compressions
 from ..codecs.compressions import Decoder
 from ..metadata import ArrayInfo
+from ..phases import Phase
 from ..plan import BlockRequest, ChunkPiece, decode_calls, read_groups
 from ..storage.readers import Staged, host_reader
+from ..storage.stores import DeviceReader
 from ..storage.units import Range, Source, locate
 from .batch import ALIGN, Batch, expected_bytes
 from .decoders import blosc, decompress, host_decode, joined, validate
@@ -52,7 +54,7 @@ class GpuBackend:
     def context(self) -> Iterator[None]:
         _held.buffers = []
         try:  # CUDA errors of the task, to its stream's wait, raise DeviceFaultError (runtime/faults.py)
-            with phases.record("task"), faults.settled(task_stream) as stream, stream:
+            with phases.record(Phase.TASK), faults.settled(task_stream) as stream, stream:
                 yield
         finally:
             _held.buffers = []
@@ -88,7 +90,7 @@ class GpuBackend:
                 continue
             skip = row.skip
             reader = remote.device_reader(info)  # the store's choice: local files are batched
-            if reader == "cufile":
+            if reader is DeviceReader.CUFILE:
                 local.setdefault((skip, id(info.store.fetcher)), []).append(k)
             else:
                 staged[k] = self._read_remote(info, pieces, skip, reader)
@@ -127,7 +129,7 @@ class GpuBackend:
         with read_slot():
             ranges = [_locate(b.info, b.pieces) for b in blocks]
             flat = [r for rs in ranges for r in rs]
-            with phases.record("read", chunks=len(flat)):
+            with phases.record(Phase.READ, chunks=len(flat)):
                 if all(r is None or r.source is Source.FILE for r in flat):
                     with self._reader.submit(flat, skip=skip, align=ALIGN) as pending:
                         made = [b.make() for b in blocks]
@@ -143,13 +145,15 @@ class GpuBackend:
             at += n
         return out
 
-    def _read_remote(self, info: ArrayInfo, pieces: Sequence[ChunkPiece], skip: int, reader: str) -> Staged:
-        """A block of a store read by kvikio.RemoteFile ("kvikio"), or by its host reader into pinned
-        memory and then copied to the device ("host"), as the store's ``device_reader`` named."""
+    def _read_remote(
+        self, info: ArrayInfo, pieces: Sequence[ChunkPiece], skip: int, reader: DeviceReader
+    ) -> Staged:
+        """A block of a store read by kvikio.RemoteFile, or by its host reader into pinned memory and
+        then copied to the device, as the store's ``device_reader`` named."""
         with read_slot():
             ranges = _locate(info, pieces)
-            with phases.record("read", chunks=len(ranges)):
-                if reader == "kvikio":
+            with phases.record(Phase.READ, chunks=len(ranges)):
+                if reader is DeviceReader.REMOTE_FILE:
                     return remote.KvikioRemoteReader(info).read(ranges, skip=skip, align=ALIGN)
                 return _by_host(info, ranges, skip)
 
@@ -230,7 +234,7 @@ class GpuBackend:
         skip = 0
         decoder = decompress.item_decoder(kind)
         if not decoder.hardened:  # nvCOMP: only what a device walk proved sound
-            with phases.record("check", chunks=len(offsets)):
+            with phases.record(Phase.CHECK, chunks=len(offsets)):
                 bad = validate.check_batch(buffer, offsets, sizes, kind, out_sizes)
             if bad:
                 failed = _rescue(kind, buffer, offsets, sizes, dst, out_sizes, bad)
@@ -244,7 +248,7 @@ class GpuBackend:
             payload, payload_offsets = aligned(buffer, offsets[todo] + skip, sizes[todo] - skip, ALIGN)
         else:
             payload, payload_offsets = buffer, offsets[todo]
-        with phases.record("decode", chunks=len(todo)):
+        with phases.record(Phase.DECODE, chunks=len(todo)):
             got = self._nvcomp(kind, payload, payload_offsets, sizes[todo] - skip, dst[todo], out_sizes[todo])
         bad = [(int(todo[j]), why) for j, why in got]
         if decoder.hardened:  # the kernels' and the host's failures are the reference's already
@@ -302,13 +306,13 @@ def _decoded_on_host(
     stored = [False] * len(pieces)
     try:
         for group in read_groups([None if r is None else r.size for r in ranges], _HOST_GROUP):
-            with read_slot(), phases.record("read", chunks=len(group)):
+            with read_slot(), phases.record(Phase.READ, chunks=len(group)):
                 staged = host_reader(info, empty=_pinned).read([ranges[i] for i in group])
             held.append(staged.buffer)
             out = make() if out is None else out
             b = Batch.of(info, [pieces[i] for i in group], out, staged)
             started.append((group, b, host_decode.start(b, staged.buffer) if len(b.present) else None))
-        with phases.record("decode", chunks=len(pieces)):
+        with phases.record(Phase.DECODE, chunks=len(pieces)):
             for group, b, decoding in started:
                 if decoding is not None:
                     held.append(decoding.result())
@@ -331,7 +335,7 @@ def _on_host(info: ArrayInfo, pieces: Sequence[ChunkPiece], out: cp.ndarray) -> 
     """A chain the GPU cannot decode: zarr-python on the process's pool of ``cpu-threads``, every
     chunk's part put into one pinned host block, copied into ``out`` in one copy on the task's
     stream (the block held until the task's wait: the copy is asynchronous)."""
-    with phases.record("decode", chunks=len(pieces)):
+    with phases.record(Phase.DECODE, chunks=len(pieces)):
         block, present = host_block(info, pieces, out.shape, _pinned_block)
     getattr(_held, "buffers", []).append(block)
     out.set(block, stream=cp.cuda.get_current_stream())
@@ -344,7 +348,7 @@ def _pinned_block(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 
 def _locate(info: ArrayInfo, pieces: Sequence[ChunkPiece]) -> list:
     """Where each piece's chunk is stored (a stat per chunk file, or the shard indexes read)."""
-    with phases.record("locate", chunks=len(pieces)):
+    with phases.record(Phase.LOCATE, chunks=len(pieces)):
         return locate(info, [p.coords for p in pieces])
 
 

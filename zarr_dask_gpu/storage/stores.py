@@ -22,7 +22,8 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any
 
 import fsspec
 import numpy as np
@@ -38,7 +39,15 @@ from ..extras import require
 from .retry import as_oserror, retrying, transient
 from .units import Range, Source, coalesce, native_threads
 
-DeviceReader = Literal["cufile", "kvikio", "host"]
+
+class DeviceReader(StrEnum):
+    """The reader the GPU backend reads a store's ranges with."""
+
+    CUFILE = "cufile"  # kvikio CuFile preads of local files, batched across blocks
+    REMOTE_FILE = "kvikio"  # kvikio.RemoteFile range reads of HTTP(S) and S3 objects into device memory
+    HOST = "host"  # the store's host reader into pinned memory, then one copy to the device
+
+
 Blob = bytes | np.ndarray  # a fetched range: bytes, or a uint8 view of a zarr buffer
 
 # URL schemes and the fsspec implementation each needs
@@ -119,10 +128,8 @@ class Store(ABC):
 
     @abstractmethod
     def device_reader(self, remote_file_available: Callable[[], bool]) -> DeviceReader:
-        """Which reader the GPU backend reads this store's ranges with: "cufile" (kvikio CuFile
-        preads of local files, batched across blocks; a block whose ranges are not all files goes
-        the host's way), "kvikio" (kvikio.RemoteFile range reads into device memory) or "host"
-        (the host reader into pinned memory, then one copy to the device).
+        """Which reader the GPU backend reads this store's ranges with (a block whose ranges are not
+        all local files goes the host's way, whatever the store's reader).
 
         ``remote_file_available`` tells whether this kvikio has remote-file support; it is only
         asked where the answer matters (the GPU module owns the kvikio import).
@@ -201,7 +208,7 @@ class LocalStore(Store):
         return [Range(path, offset, size) for offset, size in spans]
 
     def device_reader(self, remote_file_available: Callable[[], bool]) -> DeviceReader:
-        return "cufile"
+        return DeviceReader.CUFILE
 
 
 _filesystems: dict[str, Any] = {}
@@ -299,7 +306,7 @@ class FsspecStore(Store):
         is HTTP(S) or S3; "kvikio" always (an error where it cannot); "fsspec" never."""
         mode = config.choice("remote-io")  # its choices are its row in config.SETTINGS
         if mode == "fsspec":
-            return "host"
+            return DeviceReader.HOST
         fits = self.root.startswith(_KVIKIO_SCHEMES)
         if mode == "kvikio":
             available = remote_file_available()
@@ -308,8 +315,8 @@ class FsspecStore(Store):
                     f"remote-io='kvikio' cannot read {self.root}: kvikio reads HTTP(S) and S3 URLs, "
                     f"and this kvikio {'has' if available else 'lacks'} remote support"
                 )
-            return "kvikio"
-        return "kvikio" if fits and remote_file_available() else "host"
+            return DeviceReader.REMOTE_FILE
+        return DeviceReader.REMOTE_FILE if fits and remote_file_available() else DeviceReader.HOST
 
 
 def _raise_failed(results: Any) -> Any:
@@ -501,7 +508,7 @@ class KeyStore(Store):
         return retrying(self.root, classified)
 
     def device_reader(self, remote_file_available: Callable[[], bool]) -> DeviceReader:
-        return "host"
+        return DeviceReader.HOST
 
 
 def _as_error(store: str, key: str, error: Exception) -> Exception:
@@ -601,4 +608,4 @@ class LocatedStore(Store):
         return self.keys.fetch(ranges)
 
     def device_reader(self, remote_file_available: Callable[[], bool]) -> DeviceReader:
-        return "cufile"
+        return DeviceReader.CUFILE

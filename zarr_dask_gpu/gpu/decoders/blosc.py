@@ -18,6 +18,7 @@ import numpy as np
 
 from ... import phases
 from ...codecs.headers import blosc_layout, check_blosc
+from ...phases import Phase
 from .. import kernels
 from ..runtime import transfer
 from ..runtime.gather import copy_ranges
@@ -78,7 +79,7 @@ def decode_batch(
     (frame index, reason); ``frames`` maps each stream to its frame.
     """
     n = len(offsets)
-    with phases.record("frames", chunks=n):
+    with phases.record(Phase.FRAMES, chunks=n):
         walked = _walk(buffer, offsets, sizes, expected, out_offsets, compcode)
     if isinstance(walked, list):
         return walked

@@ -9,6 +9,7 @@ import cupy as cp
 
 from ... import config, phases
 from ...joining import Joiner, joins
+from ...phases import Phase
 from ..runtime.streams import joining_stream
 from . import decompress
 
@@ -49,7 +50,7 @@ def decode(compression: str, batch: decompress.Batch) -> list[tuple[int, str]]:
 def _decode_joined(compression: Hashable, batches: Sequence[decompress.Batch]) -> list[list[tuple[int, str]]]:
     with (
         joining_stream() as stream,  # keyed by compression: a row name of codecs.compressions
-        phases.record("decode-call", tasks=len(batches), chunks=sum(len(b.src) for b in batches)),
+        phases.record(Phase.DECODE_CALL, tasks=len(batches), chunks=sum(len(b.src) for b in batches)),
     ):
         return decompress.decode_joined(str(compression), batches, stream)
 

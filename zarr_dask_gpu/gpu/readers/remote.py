@@ -19,7 +19,7 @@ _SIZE_THREADS = 32  # concurrent size requests for objects of unknown size (netw
 
 def device_reader(info: ArrayInfo) -> DeviceReader:
     """The device reader ``info``'s store names (``Store.device_reader``, after
-    ``zarr_dask_gpu.remote-io``): "cufile" (local files), "kvikio" (kvikio.RemoteFile) or "host"."""
+    ``zarr_dask_gpu.remote-io``)."""
     return info.store.device_reader(kvikio.is_remote_file_available)
 
 

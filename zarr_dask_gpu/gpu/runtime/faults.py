@@ -13,6 +13,7 @@ from cupy_backends.cuda.api.runtime import CUDARuntimeError
 from ... import phases
 from ...distributed import containment
 from ...errors import ChunkDecodeError, DeviceFaultError
+from ...phases import Phase
 from ...plan import BlockRequest
 from .sync import wait
 
@@ -39,7 +40,7 @@ def settled(stream: Callable[[], cp.cuda.Stream]) -> Iterator[cp.cuda.Stream]:
             with mapped():
                 wait(s)  # the stream may still read the task's buffers
             raise
-        with mapped(), phases.record("wait"):
+        with mapped(), phases.record(Phase.WAIT):
             wait(s)
     finally:
         _task.blocks = ()  # not its blocks kept alive until the thread's next task
