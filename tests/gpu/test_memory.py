@@ -62,7 +62,7 @@ def test_a_task_peak_device_memory_stays_within_3x_its_block(tmp_path, call_byte
 
 @pytest.mark.parametrize("host_below", ["1MiB", 0])  # the host's preads, kvikio's
 def test_a_task_makes_its_block_once_its_chunks_are_read(tmp_path, host_below):
-    """The GPU backend calls a block's ``make_out`` once, while the block's reads are under way (inside
+    """The GPU backend calls a block's ``make`` once, while the block's reads are under way (inside
     their span: tasks waiting for a read slot hold no block yet), and fills and returns the block it
     made."""
     import time
@@ -71,7 +71,7 @@ def test_a_task_makes_its_block_once_its_chunks_are_read(tmp_path, host_below):
     import dask
 
     from zarr_dask_gpu import phases
-    from zarr_dask_gpu.plan import block_pieces
+    from zarr_dask_gpu.plan import BlockRequest, block_pieces
     from zarr_dask_gpu.resolve import open_array_info
     from zarr_dask_gpu.task import get_backend
 
@@ -90,7 +90,9 @@ def test_a_task_makes_its_block_once_its_chunks_are_read(tmp_path, host_below):
         phases.collect() as spans,
         backend.context(),
     ):
-        [(out, stored)] = backend.decode_many([(info, block_pieces((0, 0), a.shape, info.chunks), make)])
+        [(out, stored)] = backend.decode_many(
+            [BlockRequest(info, block_pieces((0, 0), a.shape, info.chunks), make)]
+        )
     [(when, block)] = made
     [read] = [s for s in spans if s.name == "read"]
     assert read.start <= when <= read.end

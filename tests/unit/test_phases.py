@@ -1,5 +1,4 @@
-"""The hooks benchmarks time the read path by: the tasks' phases (``phases.py``) and the zstd
-kernels' launches (``gpu/decoders/zstd_blocks.py``)."""
+"""The tasks' phases (``phases.py``), which benchmarks time the read path by."""
 
 import threading
 
@@ -8,25 +7,26 @@ import pytest
 import zarr
 
 from zarr_dask_gpu import from_zarr_gpu, phases
+from zarr_dask_gpu.phases import Phase
 
 
 def test_phases_cost_nothing_while_nothing_listens_and_report_each_span():
-    assert not phases.active() and phases.record("read") is phases.record("check")  # the shared no-op
+    assert not phases.active() and phases.record(Phase.READ) is phases.record(Phase.CHECK)  # the shared no-op
     seen = []
     with phases.listening(seen.append):
         assert phases.active()
-        with phases.record("read", chunks=3):
+        with phases.record(Phase.READ, chunks=3):
             pass
-        with pytest.raises(KeyError), phases.record("check"):
+        with pytest.raises(KeyError), phases.record(Phase.CHECK):
             raise KeyError
-    with phases.record("decode"):  # after the listener left
+    with phases.record(Phase.DECODE):  # after the listener left
         pass
     assert [(s.name, s.ok, dict(s.detail)) for s in seen] == [
         ("read", True, {"chunks": 3}),
         ("check", False, {}),
     ]
     assert seen[0].thread == threading.get_ident() and 0 <= seen[0].seconds < 1
-    assert set(phases.NAMES) >= {
+    assert set(phases.NAMES) == set(Phase) and set(phases.NAMES) >= {
         "plan",
         "task",
         "locate",
