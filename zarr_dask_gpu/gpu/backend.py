@@ -24,6 +24,7 @@ from ..storage.stores import DeviceReader
 from ..storage.units import Range, Source, locate
 from .batch import ALIGN, Batch, expected_bytes
 from .decoders import blosc, decompress, host_decode, joined, validate
+from .decoders.items import Items
 from .readers import remote
 from .readers.local import KvikioReader, upload
 from .runtime import faults, setup
@@ -165,9 +166,10 @@ class GpuBackend:
         compcode, decoded = row.blosc.compcode, b.decoded
 
         def inner_streams(which, src, csize, target, dst, dsize):  # type: ignore[no-untyped-def]
-            one = np.zeros(len(src), dtype=np.int64)
-            failed = self._check_and_decode(inner.name, b.buffer, src, csize, [target], one, dst, dsize)
-            by_frame = {int(which[i]): f"inner stream: {why}" for i, why in reversed(failed)}  # a frame once
+            dst_addresses = np.uint64(target.data.ptr) + np.asarray(dst).astype(np.uint64)
+            items = Items(b.buffer, src, csize, dst_addresses, np.asarray(dsize, dtype=np.int64), which)
+            failed = self._check_and_decode(inner.name, items)  # by frame
+            by_frame = {frame: f"inner stream: {why}" for frame, why in reversed(failed)}  # a frame once
             return sorted(by_frame.items())
 
         def frames(k: np.ndarray) -> list[tuple[int, str]]:
@@ -183,10 +185,13 @@ class GpuBackend:
             )
             return [(int(k[j]), why) for j, why in out]
 
-        bad = frames(np.arange(len(b.offsets)))
+        every = np.arange(len(b.offsets))
+        bad = frames(every)
         if bad:  # c-blosc's verdict on the frames refused; those it decodes are placed, the rest decoded
-            dst, sizes = b.out_addresses, np.full(len(b.offsets), b.expected)
-            b.raise_first(_rescue(row.name, b.buffer, b.offsets, b.sizes, dst, sizes, bad))
+            sizes = np.full(len(b.offsets), b.expected, dtype=np.int64)
+            b.raise_first(
+                _rescue(row.name, Items(b.buffer, b.offsets, b.sizes, b.out_addresses, sizes, every), bad)
+            )
             rest = np.setdiff1d(np.arange(len(b.offsets)), [j for j, _ in bad])
             if len(rest):
                 b.raise_first(frames(rest))
@@ -194,66 +199,52 @@ class GpuBackend:
     def _decode_merged(self, compression: str, group: list[Batch]) -> None:
         """Check and decode the present chunks of blocks sharing a staging buffer in one batch."""
         counts = [len(b.present) for b in group]
-        bad = self._check_and_decode(
-            compression,
+        items = Items(  # owned by their place in the group's chunks, block after block
             group[0].buffer,
             np.concatenate([b.offsets for b in group]),
             np.concatenate([b.sizes for b in group]),
-            [b.decoded for b in group],
-            np.repeat(np.arange(len(group)), counts),
-            np.concatenate([b.starts for b in group]),
-            np.concatenate([np.full(n, b.expected) for b, n in zip(group, counts, strict=True)]),
+            np.concatenate([b.out_addresses for b in group]),
+            np.concatenate(
+                [np.full(n, b.expected, dtype=np.int64) for b, n in zip(group, counts, strict=True)]
+            ),
+            np.arange(sum(counts)),
         )
+        bad = self._check_and_decode(compression, items)
         if bad:  # the first damaged block raises, naming its key
             first = np.cumsum([0, *counts])
             k = int(np.searchsorted(first, bad[0][0], side="right")) - 1
             mine = [(j - first[k], why) for j, why in bad if first[k] <= j < first[k + 1]]
             group[k].raise_first(mine)
 
-    def _check_and_decode(
-        self,
-        kind: str,
-        buffer: cp.ndarray,
-        offsets: np.ndarray,
-        sizes: np.ndarray,
-        outs: list[cp.ndarray],
-        which: np.ndarray,
-        out_offsets: np.ndarray,
-        out_sizes: np.ndarray,
-    ) -> list[tuple[int, str]]:
-        """Decode whole compressed items of one ``kind`` (a row of ``compressions``) in one batch,
-        item ``i`` into ``outs[which[i]]`` at ``out_offsets[i]``; failures as (index, reason). Items
-        bound for nvCOMP are first proven sound on the device (``validate``), and those the walk or
-        nvCOMP refuse are judged by the reference library on the host (``_rescue``); zstd's kernels
-        hand theirs to libzstd themselves (``zstd_blocks``), so every failure returned is the
-        reference's verdict."""
-        out_sizes = np.broadcast_to(np.asarray(out_sizes, dtype=np.int64), offsets.shape)
-        bases = np.array([o.data.ptr for o in outs], dtype=np.uint64)
-        dst = bases[which] + out_offsets.astype(np.uint64)
-        todo = np.arange(len(offsets))
+    def _check_and_decode(self, kind: str, items: Items) -> list[tuple[int, str]]:
+        """Decode whole compressed items of one ``kind`` (a row of ``compressions``) in one batch;
+        failures as (owner, reason). Items bound for nvCOMP are first proven sound on the device
+        (``validate``), and those the walk or nvCOMP refuse are judged by the reference library on
+        the host (``_rescue``); zstd's kernels hand theirs to libzstd themselves (``zstd_blocks``), so
+        every failure returned is the reference's verdict."""
+        todo = items
         skip = 0
         decoder = decompress.item_decoder(kind)
         if not decoder.hardened:  # nvCOMP: only what a device walk proved sound
-            with phases.record(Phase.CHECK, chunks=len(offsets)):
-                bad = validate.check_batch(buffer, offsets, sizes, kind, out_sizes)
+            with phases.record(Phase.CHECK, chunks=len(items)):
+                bad = validate.check_batch(items.buffer, items.offsets, items.sizes, kind, items.out_sizes)
             if bad:
-                failed = _rescue(kind, buffer, offsets, sizes, dst, out_sizes, bad)
+                failed = _rescue(kind, items, bad)
                 if failed:
                     return failed
-                todo = np.setdiff1d(todo, [j for j, _ in bad])
+                todo = items.take(np.setdiff1d(np.arange(len(items)), [j for j, _ in bad]))
             skip = compressions.get(kind).skip
         if not len(todo):
             return []
         if not decoder.hardened:  # nvCOMP wants aligned inputs; the kernels and the host read any
-            payload, payload_offsets = aligned(buffer, offsets[todo] + skip, sizes[todo] - skip, ALIGN)
+            payload, payload_offsets = aligned(todo.buffer, todo.offsets + skip, todo.sizes - skip, ALIGN)
         else:
-            payload, payload_offsets = buffer, offsets[todo]
+            payload, payload_offsets = todo.buffer, todo.offsets
         with phases.record(Phase.DECODE, chunks=len(todo)):
-            got = self._nvcomp(kind, payload, payload_offsets, sizes[todo] - skip, dst[todo], out_sizes[todo])
-        bad = [(int(todo[j]), why) for j, why in got]
+            got = self._nvcomp(kind, payload, payload_offsets, todo.sizes - skip, todo.dst, todo.out_sizes)
         if decoder.hardened:  # the kernels' and the host's failures are the reference's already
-            return bad
-        return _rescue(kind, buffer, offsets, sizes, dst, out_sizes, bad)
+            return todo.owned(got)
+        return _rescue(kind, todo, got)
 
     def _nvcomp(
         self,
@@ -352,23 +343,17 @@ def _locate(info: ArrayInfo, pieces: Sequence[ChunkPiece]) -> list:
         return locate(info, [p.coords for p in pieces])
 
 
-def _rescue(
-    kind: str,
-    buffer: cp.ndarray,
-    offsets: np.ndarray,
-    sizes: np.ndarray,
-    dst: np.ndarray,
-    out_sizes: np.ndarray,
-    bad: list[tuple[int, str]],
-) -> list[tuple[int, str]]:
-    """The reference library's verdict on the items a device decoder refused (``bad``, as (index,
-    reason)): those it decodes to their size are written to ``dst`` on the host's copy, the others
-    stay failures, with both reasons."""
+def _rescue(kind: str, items: Items, bad: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The reference library's verdict on the items a device decoder refused (``bad``, as (row,
+    reason)): those it decodes to their size are written to their ``dst`` on the host's copy, the
+    others stay failures, as (owner, both reasons)."""
     if not bad:
         return []
-    k = np.array([j for j, _ in bad])
-    src = np.uint64(buffer.data.ptr) + offsets[k].astype(np.uint64)
+    refused = items.take(np.array([j for j, _ in bad]))
     host = dict(
-        host_decode.decode(kind, src, sizes[k], dst[k], out_sizes[k], cp.cuda.get_current_stream()).failures()
+        host_decode.decode(
+            kind, refused.src, refused.sizes, refused.dst, refused.out_sizes, cp.cuda.get_current_stream()
+        ).failures()
     )
-    return [(j, host_decode.both_reasons(why, host[i])) for i, (j, why) in enumerate(bad) if i in host]
+    failed = [(i, host_decode.both_reasons(why, host[i])) for i, (_, why) in enumerate(bad) if i in host]
+    return refused.owned(failed)
