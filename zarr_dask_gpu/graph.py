@@ -146,7 +146,7 @@ def from_zarr_gpu(
             ZarrGpuWarning,
             stacklevel=2,
         )
-    name = name or f"from-zarr-gpu-{tokenize(info.token, blocks, dev, strict)}"
+    name = name or f"from-zarr-gpu-{tokenize(info.token, blocks, str(dev), strict)}"  # the names as ever
     return da.from_array(
         ZarrRegionReader(info, dev, strict),
         chunks=blocks,

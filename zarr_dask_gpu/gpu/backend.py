@@ -91,7 +91,7 @@ class GpuBackend:
                 continue
             skip = row.skip
             reader = remote.device_reader(info)  # the store's choice: local files are batched
-            if reader is DeviceReader.CUFILE:
+            if reader == DeviceReader.CUFILE:
                 local.setdefault((skip, id(info.store.fetcher)), []).append(k)
             else:
                 staged[k] = self._read_remote(info, pieces, skip, reader)
@@ -154,7 +154,7 @@ class GpuBackend:
         with read_slot():
             ranges = _locate(info, pieces)
             with phases.record(Phase.READ, chunks=len(ranges)):
-                if reader is DeviceReader.REMOTE_FILE:
+                if reader == DeviceReader.REMOTE_FILE:
                     return remote.KvikioRemoteReader(info).read(ranges, skip=skip, align=ALIGN)
                 return _by_host(info, ranges, skip)
 
