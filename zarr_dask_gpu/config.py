@@ -8,9 +8,13 @@ and names the key when its value is not of that kind. What each setting does, wi
 is in docs/configuration.md.
 """
 
+import contextlib
 import os
 import warnings
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 import dask.config
@@ -103,14 +107,33 @@ DEFAULTS: dict[str, Any] = {key: s.default for key, s in SETTINGS.items()}
 dask.config.update_defaults({"zarr_dask_gpu": DEFAULTS})
 
 
+_task: ContextVar[Mapping[str, Any] | None] = ContextVar("zarr_dask_gpu_task_settings", default=None)
+
+
+@contextlib.contextmanager
+def for_task() -> Iterator[None]:
+    """Inside, every setting is read from one record, taken on entry: a read task's plan, reads,
+    decodes and joined calls see one configuration, whatever changes meanwhile in the process."""
+    token = _task.set(MappingProxyType({key: _configured(key) for key in SETTINGS}))
+    try:
+        yield
+    finally:
+        _task.reset(token)
+
+
 def get(key: str) -> Any:
     """Return the configured value of ``zarr_dask_gpu.<key>`` as it was set (under its former name,
-    where it was renamed and is set so)."""
+    where it was renamed and is set so), or as it was when the current task began (``for_task``)."""
+    record = _task.get()
+    return record[key] if record is not None else _configured(key)
+
+
+def _configured(key: str) -> Any:
     if key in _FORMER:
         value = dask.config.get(f"zarr_dask_gpu.{_FORMER[key]}", _UNSET)
         if value is not _UNSET:
             warnings.warn(
-                f"zarr_dask_gpu.{_FORMER[key]} is now zarr_dask_gpu.{key}", FutureWarning, stacklevel=3
+                f"zarr_dask_gpu.{_FORMER[key]} is now zarr_dask_gpu.{key}", FutureWarning, stacklevel=4
             )
             return value
     return dask.config.get(f"zarr_dask_gpu.{key}")

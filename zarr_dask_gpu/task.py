@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from dask.array.slicing import normalize_index
 
-from . import phases
+from . import config, phases
 from .backends import Backend, CpuBackend
 from .device import Device
 from .distributed import containment
@@ -42,9 +42,10 @@ def read_regions(
 ) -> list[Any]:
     """``read_region`` of several boxes ``(info, start, stop)``, of one array or several, in one task:
     the backend reads and decodes their chunks together (one batch of preads, one nvCOMP batch per
-    compression on the GPU)."""
+    compression on the GPU). The settings are read once, as the task begins (``config.for_task``)."""
     try:
-        return _read_regions(boxes, device, strict)
+        with config.for_task():
+            return _read_regions(boxes, device, strict)
     except FileNotFoundError as e:  # the store listed the chunk: its bytes are not where it says
         where = ", ".join(sorted({info.location for info, _, _ in boxes}))
         raise StoreError(

@@ -99,3 +99,29 @@ def test_every_key_the_package_reads_is_a_setting():
             ):
                 read.add(node.args[0].value)
     assert len(read) > 20 and read <= set(config.SETTINGS), read - set(config.SETTINGS)
+
+
+def test_a_task_reads_its_settings_once_as_it_begins(tmp_path):
+    """Inside a read task every setting is the value it had when the task began: a change made
+    meanwhile (here, by a phase listener on the task's thread) reaches the tasks after it."""
+    import numpy as np
+    import zarr
+
+    from zarr_dask_gpu import from_zarr_gpu, phases
+
+    zarr.create_array(tmp_path / "a.zarr", shape=(8,), chunks=(4,), dtype="i4")[...] = np.arange(8)
+    seen = []
+
+    def listener(span: phases.Span) -> None:
+        if span.name == phases.Phase.PLAN:
+            with dask.config.set({"zarr_dask_gpu.cpu-threads": 7}):
+                seen.append(config.integer("cpu-threads"))
+
+    x = from_zarr_gpu(tmp_path / "a.zarr", chunks=8, device="cpu")
+    with dask.config.set({"zarr_dask_gpu.cpu-threads": 2}), phases.listening(listener):
+        np.testing.assert_array_equal(x.compute(scheduler="sync"), np.arange(8))
+    assert seen == [2]
+    with config.for_task(), dask.config.set({"zarr_dask_gpu.cpu-threads": 7}):
+        assert config.integer("cpu-threads") == config.DEFAULTS["cpu-threads"]
+    with dask.config.set({"zarr_dask_gpu.cpu-threads": 7}):  # outside a task: as configured now
+        assert config.integer("cpu-threads") == 7
