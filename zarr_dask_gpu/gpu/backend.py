@@ -165,9 +165,7 @@ class GpuBackend:
         assert row.blosc is not None and b.decoded is not None
         compcode, decoded = row.blosc.compcode, b.decoded
 
-        def inner_streams(which, src, csize, target, dst, dsize):  # type: ignore[no-untyped-def]
-            dst_addresses = np.uint64(target.data.ptr) + np.asarray(dst).astype(np.uint64)
-            items = Items(b.buffer, src, csize, dst_addresses, np.asarray(dsize, dtype=np.int64), which)
+        def inner_streams(items: Items) -> list[tuple[int, str]]:
             failed = self._check_and_decode(inner.name, items)  # by frame
             by_frame = {frame: f"inner stream: {why}" for frame, why in reversed(failed)}  # a frame once
             return sorted(by_frame.items())

@@ -22,6 +22,7 @@ from ...phases import Phase
 from .. import kernels
 from ..runtime import transfer
 from ..runtime.gather import copy_ranges
+from .items import Items
 
 _THREADS = 256
 # blocks up to this size are unshuffled in place, through shared memory (three thread blocks an SM at
@@ -67,16 +68,15 @@ def decode_batch(
     out: cp.ndarray,
     out_offsets: np.ndarray,
     compcode: int,
-    decode_streams: Callable[..., list[tuple[int, str]]],
+    decode_streams: Callable[[Items], list[tuple[int, str]]],
 ) -> list[tuple[int, str]]:
     """Decode a batch of blosc frames whose streams are of c-blosc's ``compcode`` into ``out`` at
     ``out_offsets``; the damaged ones as (index, reason), with nothing decoded, when there are any.
     Headers that c-blosc may read otherwise than these kernels (``_unusual``) are refused: the backend
     hands those frames to c-blosc on the host.
 
-    ``decode_streams(frames, src_offsets, src_sizes, target, dst_offsets, dst_sizes)`` checks and decodes
-    the compressed inner streams with nvCOMP (the backend's codec and stream), returning failures as
-    (frame index, reason); ``frames`` maps each stream to its frame.
+    ``decode_streams(items)`` checks and decodes the compressed inner streams (their decoder is the
+    backend's), each owned by its frame's index, returning failures as (frame index, reason).
     """
     n = len(offsets)
     with phases.record(Phase.FRAMES, chunks=n):
@@ -93,7 +93,8 @@ def decode_batch(
         copy_ranges(buffer, src[k], dst[k], dsize[k], target)
     k = np.flatnonzero(~stored)
     if len(k):
-        failed = decode_streams(unit[k], src[k], csize[k], target, dst[k], dsize[k])
+        to = np.uint64(target.data.ptr) + dst[k].astype(np.uint64)
+        failed = decode_streams(Items(buffer, src[k], csize[k], to, dsize[k].astype(np.int64), unit[k]))
         if failed:
             return failed
     if shuffles is not None:
