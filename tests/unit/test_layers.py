@@ -88,3 +88,18 @@ def test_cpu_modules_import_no_gpu_library_at_their_top():
                 else []
             )
             assert not {n.split(".")[0] for n in names} & gpu_libraries, (name, names)
+
+
+def test_the_package_calls_no_test_helper():
+    """``testing/`` serves the tests, the demo and the benchmark: its faults on demand reach no module
+    of the package, and its sample stores only the command line and the benchmark."""
+    modules = _modules()
+    users = {
+        name: {m for m in _imports(name, path, modules) if m.startswith("zarr_dask_gpu.testing.")}
+        for name, path in modules.items()
+        if not name.startswith("zarr_dask_gpu.testing")
+    }
+    allowed = {"zarr_dask_gpu.testing.sample_stores"}
+    for name, used in users.items():
+        assert not used - allowed, (name, used)
+        assert not used or name == "zarr_dask_gpu.cli" or name.startswith("zarr_dask_gpu.bench"), name
