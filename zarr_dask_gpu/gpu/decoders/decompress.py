@@ -234,26 +234,14 @@ def _host(
     dst_sizes: np.ndarray,
     stream: cp.cuda.Stream,
 ) -> Launched:
-    """The reference library on the host's cores (``host_decode.decode``)."""
+    """The reference library on the host's cores (``host_decode.decode``, looked up at each call)."""
     return host_decode.decode(compression, src, src_sizes, dst, dst_sizes, stream)
-
-
-def _nvcomp(
-    compression: str,
-    src: np.ndarray,
-    src_sizes: np.ndarray,
-    dst: np.ndarray,
-    dst_sizes: np.ndarray,
-    stream: cp.cuda.Stream,
-) -> Launched:
-    """nvCOMP's batched call (``nvcomp``)."""
-    return nvcomp(compression, src, src_sizes, dst, dst_sizes, stream)
 
 
 DECODERS: dict[Decoder, ItemDecoder] = {  # the decoders of whole items; blosc's frames are the backend's
     Decoder.KERNELS: ItemDecoder(_kernels, hardened=True),
     Decoder.HOST: ItemDecoder(_host, hardened=True),
-    Decoder.NVCOMP: ItemDecoder(_nvcomp, hardened=False),
+    Decoder.NVCOMP: ItemDecoder(nvcomp, hardened=False),
 }
 
 
